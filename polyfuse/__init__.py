@@ -1,0 +1,25 @@
+"""polyfuse: a polyhedral whole-program optimizer for affine loop programs.
+
+The public API (see docs/architecture.md): write a program with ``@pf.program``, inspect its
+``dependences()``, run it with ``pf.reference``, and compile it with ``pf.compile``.
+"""
+
+from polyfuse.errors import (
+    BoundsError,
+    CodegenError,
+    IllegalTransformError,
+    PolyfuseError,
+    RuntimeUnavailable,
+    ShapeError,
+    SourceError,
+)
+from polyfuse.frontend.dsl import program
+from polyfuse.frontend.intrinsics import abs, empty, exp, log, max, min, pow, sqrt, tanh, where  # noqa: A004
+from polyfuse.ir.program import Access, Array, Program, Statement
+from polyfuse.types import DType, Param, f32, f64, i32, params
+
+__all__ = [
+    "Access", "Array", "BoundsError", "CodegenError", "DType", "IllegalTransformError", "Param", "PolyfuseError",
+    "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64",
+    "i32", "log", "max", "min", "params", "pow", "program", "sqrt", "tanh", "where",
+]
