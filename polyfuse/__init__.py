@@ -4,6 +4,10 @@ The public API (see docs/architecture.md): write a program with ``@pf.program``,
 ``dependences()``, run it with ``pf.reference``, and compile it with ``pf.compile``.
 """
 
+from polyfuse.analysis.dependences import Dependence, Dependences
+from polyfuse.codegen import codegen
+from polyfuse.codegen.code import Code
+from polyfuse.compile import Executable, compile  # noqa: A004
 from polyfuse.errors import (
     BoundsError,
     CodegenError,
@@ -16,10 +20,12 @@ from polyfuse.errors import (
 from polyfuse.frontend.dsl import program
 from polyfuse.frontend.intrinsics import abs, empty, exp, log, max, min, pow, sqrt, tanh, where  # noqa: A004
 from polyfuse.ir.program import Access, Array, Program, Statement
+from polyfuse.runtime.reference import reference
 from polyfuse.types import DType, Param, f32, f64, i32, params
 
 __all__ = [
-    "Access", "Array", "BoundsError", "CodegenError", "DType", "IllegalTransformError", "Param", "PolyfuseError",
-    "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64",
-    "i32", "log", "max", "min", "params", "pow", "program", "sqrt", "tanh", "where",
+    "Code", "Executable", "codegen", "compile",
+    "Access", "Array", "BoundsError", "CodegenError", "DType", "Dependence", "Dependences", "IllegalTransformError",
+    "Param", "PolyfuseError", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64",
+    "i32", "log", "max", "min", "params", "pow", "program", "reference", "sqrt", "tanh", "where",
 ]

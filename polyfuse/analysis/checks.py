@@ -1,38 +1,37 @@
-"""Static checks run when a Program is built: accesses stay inside their arrays, temporaries are written
-before they are read, and argument roles follow what the program actually reads and writes.
+"""Static checks run when a Program is built: the IR is well formed, accesses stay inside their arrays,
+temporaries are written before they are read, and argument roles follow what the program reads and writes.
 
-These run for every frontend, so a bad program is rejected before any transformation sees it.
+These run for every frontend, so a bad program is rejected before any transformation sees it. Each
+failure names the statement and its source line and gives a concrete witness: size values allowed by the
+program's context and the instance (iterator values) that goes wrong. Witnesses are the lexicographically
+smallest such points (sizes first, in the order of ``Program.params``), so they are small and stable.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import linecache
+import re
 
 import islpy as isl
 
 from polyfuse.errors import BoundsError, SourceError
+from polyfuse.ir.expr import Read, Where
+from polyfuse.ir.printer import format_size
 from polyfuse.ir.program import Access, Array, Program, Statement
+from polyfuse.ir.verify import verify_program
 
 
 def check_program(prog: Program) -> Program:
-    """``prog`` with argument roles refined, after checking bounds and temporary initialisation."""
+    """``prog`` with argument roles refined, after verifying it and checking bounds and initialisation."""
+    verify_program(prog)
     for stmt in prog.statements:
-        for acc in stmt.accesses:
-            _check_bounds(prog, stmt, acc)
+        for k, acc in enumerate(stmt.accesses):
+            _check_bounds(prog, stmt, k, acc)
     no_source = _reads_without_source(prog)
     for stmt in prog.statements:
         for acc in stmt.accesses:
-            arr = prog.arrays[acc.array]
-            if arr.role != "temp" or acc.kind == "write":
-                continue
-            missing = no_source.get((stmt.name, acc.array))
-            if missing is not None and not missing.is_empty():
-                witness = _describe_point(missing.sample_point(), stmt)
-                what = "local scalar" if arr.ndim == 0 else "temporary"
-                raise SourceError(
-                    f"{what} {acc.array!r} is read by {stmt.name} ({stmt.text!r}) before any statement writes it, e.g. at {witness}",
-                    filename=prog.filename, line=stmt.line,
-                )
+            _check_initialised(prog, stmt, acc, no_source)
     return _refine_roles(prog, no_source)
 
 
@@ -49,48 +48,94 @@ def array_extent(arr: Array, params: tuple[str, ...]) -> isl.Set:
     return ext.set_tuple_name(arr.name)
 
 
-def _check_bounds(prog: Program, stmt: Statement, acc: Access) -> None:
+# ----- bounds ---------------------------------------------------------------------------------------
+def _check_bounds(prog: Program, stmt: Statement, index: int, acc: Access) -> None:
     arr = prog.arrays[acc.array]
-    ext = array_extent(arr, prog.params)
-    rel = acc.relation.intersect_params(prog.context)
-    outside = rel.subtract_range(ext)
+    rel = acc.relation.intersect_domain(stmt.domain).intersect_params(prog.context)
+    outside = rel.subtract_range(array_extent(arr, prog.params))
     if outside.is_empty():
         return
-    pair = outside.wrap()
-    point = pair.sample_point()
-    n_in = stmt.depth
-    coords = [int(point.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(pair.dim(isl.dim_type.set))]
-    params = {p: int(point.get_coordinate_val(isl.dim_type.param, k).to_python()) for k, p in enumerate(pair.get_var_names(isl.dim_type.param))}
-    its = ", ".join(f"{n}={c}" for n, c in zip(stmt.iterators, coords[:n_in]))
-    elem = ", ".join(str(c) for c in coords[n_in:])
-    shape = ", ".join(_format_size(s) for s in arr.shape)
-    sizes = ", ".join(f"{p}={v}" for p, v in params.items() if p in prog.params)
+    sizes, coords = _smallest_point(outside.wrap(), prog.params)
+    its = ", ".join(f"{n}={c}" for n, c in zip(stmt.iterators, coords[: stmt.depth]))
+    elem = ", ".join(str(c) for c in coords[stmt.depth:])
+    shape = ", ".join(format_size(s) for s in arr.shape)
+    verb = "writes" if acc.kind == "write" else "updates" if acc.kind == "update" else "reads"
+    hint = ("pf.where evaluates both of its branches; guard the access with an affine `if` instead"
+            if _inside_where(stmt, index) else
+            "guard the access with an affine `if`, tighten the loop bounds, or exclude such sizes with assume=")
     raise BoundsError(
-        f"{prog.filename}:{stmt.line}: access {acc.text or acc.array} in {stmt.name} ({stmt.text!r}) can fall outside "
-        f"array {arr.name!r} of shape ({shape}): with {sizes or 'these sizes'}, at {its or 'the single instance'} it touches "
-        f"{arr.name}[{elem}]"
+        f"{prog.filename}:{stmt.line}: {stmt.name} {verb} `{acc.text or acc.array}` outside array '{arr.name}' of shape "
+        f"({shape}): with sizes {_assignments(sizes) or '(none)'}, instance {_instance(stmt, its)} touches {arr.name}[{elem}] "
+        f"({hint})\n    {stmt.text}"
     )
 
 
+def _inside_where(stmt: Statement, index: int) -> bool:
+    """Whether access ``index`` of ``stmt`` is read inside a branch of a pf.where."""
+    for node in stmt.value.walk():
+        if isinstance(node, Where):
+            for branch in (node.if_true, node.if_false):
+                if any(isinstance(n, Read) and n.access == index for n in branch.walk()):
+                    return True
+    return False
+
+
+# ----- initialisation -------------------------------------------------------------------------------
 def _reads_without_source(prog: Program) -> dict[tuple[str, str], isl.Set]:
     """For each (statement, array), the read instances that no earlier write supplies (live-in reads)."""
     sink = prog.access_relations(("read", "update"))
     must = prog.access_relations(("write", "update"))
     info = isl.UnionAccessInfo.from_sink(sink).set_must_source(must).set_schedule(prog.schedule)
     flow = info.compute_flow()
-    no_source = flow.get_must_no_source()
     out: dict[tuple[str, str], isl.Set] = {}
-    for m in _maps(no_source):
+    for m in _maps(flow.get_must_no_source()):
         key = (m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out))
         dom = m.domain()
         out[key] = out[key].union(dom) if key in out else dom
     return out
 
 
+def _check_initialised(prog: Program, stmt: Statement, acc: Access, no_source: dict[tuple[str, str], isl.Set]) -> None:
+    """A temporary (or local scalar) read where no earlier statement instance wrote it is an error."""
+    arr = prog.arrays[acc.array]
+    if arr.role != "temp" or acc.kind == "write":
+        return
+    missing = no_source.get((stmt.name, acc.array))
+    if missing is None:
+        return
+    missing = missing.intersect(stmt.domain).intersect_params(prog.context)
+    if missing.is_empty():
+        return
+    sizes, coords = _smallest_point(missing, prog.params)
+    its = ", ".join(f"{n}={c}" for n, c in zip(stmt.iterators, coords))
+    what = "local scalar" if arr.ndim == 0 else "temporary"
+    verb = "updated" if acc.kind == "update" else "read"
+    line_text = linecache.getline(prog.filename, stmt.line) or None
+    raise SourceError(
+        f"{what} '{acc.array}' is {verb} by {stmt.name} before any statement writes it: with sizes "
+        f"{_assignments(sizes) or '(none)'}, instance {_instance(stmt, its)} has no earlier write of `{acc.text or acc.array}`",
+        filename=prog.filename, line=stmt.line, col=_column_of(line_text, acc.text or acc.array), source_line=line_text,
+        hint=f"assign {acc.array} before reading it" if arr.ndim == 0 else f"write every element of {acc.array} before reading it",
+    )
+
+
+def _column_of(line: str | None, text: str) -> int | None:
+    """Where ``text`` starts in ``line`` (spacing-insensitive), else the line's first non-blank column."""
+    if not line:
+        return None
+    pattern = r"\s*".join(re.escape(ch) for ch in text if not ch.isspace())
+    m = re.search(r"(?<![\w.])" + pattern, line) if pattern else None
+    if m:
+        return m.start()
+    return len(line) - len(line.lstrip())
+
+
+# ----- roles ----------------------------------------------------------------------------------------
 def _refine_roles(prog: Program, no_source: dict[tuple[str, str], isl.Set]) -> Program:
-    """An argument that is written and whose old contents are never read is an output, not an inout."""
+    """Roles of arguments from what the program does: ``input`` if never written, else ``inout`` if some
+    read (or update) sees the value it had before the call, else ``output``."""
     written = {s.write.array for s in prog.statements}
-    live_in = {arr for (_, arr), s in no_source.items() if not s.is_empty()}
+    live_in = {arr for (_, arr), s in no_source.items() if not s.intersect_params(prog.context).is_empty()}
     arrays = dict(prog.arrays)
     for name, arr in prog.arrays.items():
         if arr.role == "temp":
@@ -101,19 +146,35 @@ def _refine_roles(prog: Program, no_source: dict[tuple[str, str], isl.Set]) -> P
     return dataclasses.replace(prog, arrays=arrays, _cache={})
 
 
+# ----- witnesses ------------------------------------------------------------------------------------
+def _smallest_point(s: isl.Set, params: tuple[str, ...]) -> tuple[dict[str, int], list[int]]:
+    """The lexicographically smallest point of ``s`` with its params as leading coordinates:
+    ``({param: value}, [set coordinates])``."""
+    flat = s.flatten() if s.is_wrapping() else s
+    names = list(flat.get_var_names(isl.dim_type.param))
+    order = [names.index(p) for p in params if p in names]
+    n_par, n_set = len(names), flat.dim(isl.dim_type.set)
+    lifted = flat.move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0, n_par)
+    try:
+        point = lifted.lexmin().sample_point()
+        if point.is_void():
+            raise ValueError
+    except (isl.Error, ValueError):  # unbounded below: any point will do
+        point = lifted.sample_point()
+    vals = [int(point.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n_par + n_set)]
+    sizes = {names[k]: vals[k] for k in order}
+    return sizes, vals[n_par:]
+
+
+def _assignments(values: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items())
+
+
+def _instance(stmt: Statement, iterators: str) -> str:
+    return f"{stmt.name}({iterators})" if iterators else f"{stmt.name}() (its single instance)"
+
+
 def _maps(umap: isl.UnionMap) -> list[isl.Map]:
     out: list[isl.Map] = []
     umap.foreach_map(out.append)
     return out
-
-
-def _describe_point(point: isl.Point, stmt: Statement) -> str:
-    vals = [int(point.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(stmt.depth)]
-    return ", ".join(f"{n}={v}" for n, v in zip(stmt.iterators, vals)) or "its single instance"
-
-
-def _format_size(s) -> str:
-    parts = [(f"{c}*{n}" if c != 1 else n) for n, c in s.terms]
-    if s.constant or not parts:
-        parts.append(str(s.constant))
-    return " + ".join(parts).replace("+ -", "- ")

@@ -1,0 +1,46 @@
+# polyfuse: `make demo` and `make test` work on a fresh machine (they create .venv when it is missing).
+#
+# The venv is (re)installed only when pyproject.toml or setup.cfg change: $(STAMP) records the install.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+STAMP  := $(VENV)/.installed
+export PYTHONDONTWRITEBYTECODE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: all venv demo test pytest lint fuzz bench clean
+
+all: test
+
+$(STAMP): pyproject.toml setup.cfg
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+# gpu-marked tests skip themselves where there is no GPU or pycuda; nothing is deselected here.
+test: pytest lint
+
+pytest: $(STAMP)
+	$(PY) -m pytest -q -n 2
+
+lint: $(STAMP)
+	$(BIN)/ruff check polyfuse
+
+# Long property/fuzz tests (marked `slow`). pytest exits 5 when none are collected: not a failure here.
+fuzz: $(STAMP)
+	$(PY) -m pytest -q -m slow || test $$? -eq 5
+
+bench: $(STAMP)
+	@if [ -f benchmarks/__main__.py ]; then $(PY) -m benchmarks run; \
+	else echo "bench: no benchmarks/__main__.py yet; nothing to run"; fi
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,126 @@
+"""Legality of a schedule: every dependence must map to a lexicographically positive schedule distance.
+
+:func:`check_schedule` is run on every schedule polyfuse produces and on every schedule a user supplies.
+What it checks, precisely, for a schedule ``S`` (the flattened map of a tree, or a map):
+
+* every statement instance of the program is scheduled;
+* for every flow dependence, and every anti and output dependence on an array that is *not* privatised,
+  ``S(source) <<_lex S(sink)`` for every pair of the relation (restricted to the program's context);
+* for an array ``X`` privatised with thread map ``P_X`` (``privatized[X]``: instance -> identity of the
+  thread that runs it, e.g. the schedule prefix through the parallel loops): every flow dependence of ``X``
+  links two instances of the same thread (``P_X(source) = P_X(sink)``, the live range is local to the
+  thread), and the anti and output dependences of ``X`` between instances of the same thread are ordered
+  as above. Anti and output dependences between different threads are dropped: each thread has its own copy.
+
+A violation raises :class:`~polyfuse.errors.IllegalTransformError` naming the kind, the two statements with
+their source text, the array, and a witness pair of instances (with the sizes that exhibit it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import islpy as isl
+
+from polyfuse.errors import IllegalTransformError
+from polyfuse.ir.program import Program
+from polyfuse.schedule.deps import dependences_of
+
+
+def check_schedule(
+    prog: Program,
+    schedule: isl.Schedule | isl.UnionMap,
+    privatized: Mapping[str, isl.UnionMap] | None = None,
+) -> None:
+    """Raise :class:`IllegalTransformError` unless ``schedule`` respects every dependence of ``prog``."""
+    privatized = dict(privatized or {})
+    smap = schedule.get_map() if isinstance(schedule, isl.Schedule) else padded_schedule_map(schedule)
+    smap = smap.intersect_params(prog.context)
+    missing = prog.domains.subtract(smap.domain())
+    if not missing.is_empty():
+        point = missing.sample_point()
+        raise IllegalTransformError(
+            f"the schedule of {prog.name} does not schedule every statement instance, e.g. {_instance(prog, point)}"
+        )
+    later = smap.lex_lt_union_map(smap)  # { s -> t : S(s) <<_lex S(t) }
+    for dep in dependences_of(prog):
+        rel = isl.UnionMap.from_map(dep.relation).intersect_params(prog.context)
+        thread = privatized.get(dep.array)
+        if thread is not None:
+            same = thread.apply_range(thread.reverse())
+            if dep.kind == "flow":
+                escaping = rel.subtract(same)
+                if not escaping.is_empty():
+                    _fail(prog, dep, escaping, f"the value of privatised {dep.array!r} is not consumed by the thread that produced it")
+            else:
+                rel = rel.intersect(same)
+        bad = rel.subtract(later)
+        if not bad.is_empty():
+            _fail(prog, dep, bad, "the schedule does not run the source before the sink")
+
+
+def check_parallel(
+    prog: Program,
+    domain: isl.UnionSet,
+    outer: isl.UnionMap,
+    thread: isl.UnionMap,
+    privatized: Mapping[str, isl.UnionMap] | None = None,
+) -> None:
+    """Raise :class:`IllegalTransformError` if two instances of ``domain`` that run in the same iteration
+    of ``outer`` (the loops around a parallel loop nest) but in different threads (``thread``) depend on
+    each other. Anti and output dependences on a privatised array between different copies do not count.
+    """
+    privatized = dict(privatized or {})
+    same_outer = outer.apply_range(outer.reverse())
+    same_thread = thread.apply_range(thread.reverse())
+    for dep in dependences_of(prog):
+        rel = isl.UnionMap.from_map(dep.relation).intersect_params(prog.context)
+        rel = rel.intersect_domain(domain).intersect_range(domain).intersect(same_outer)
+        copies = privatized.get(dep.array)
+        if copies is not None and dep.kind != "flow":
+            rel = rel.intersect(copies.apply_range(copies.reverse()))
+        racing = rel.subtract(same_thread)
+        if not racing.is_empty():
+            _fail(prog, dep, racing, "a parallel loop carries it (the two instances run in different threads)")
+
+
+def _fail(prog: Program, dep, bad: isl.UnionMap, why: str) -> None:
+    pair = isl.Map.from_union_map(bad).wrap().sample_point()
+    src, snk = prog.statement(dep.source), prog.statement(dep.sink)
+    coords = [int(pair.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(src.depth + snk.depth)]
+    params = {p: int(pair.get_coordinate_val(isl.dim_type.param, k).to_python())
+              for k, p in enumerate(pair.get_space().get_var_names(isl.dim_type.param))}
+    sizes = ", ".join(f"{p}={v}" for p, v in params.items())
+    raise IllegalTransformError(
+        f"illegal schedule for {prog.name}: {dep.kind} dependence on array {dep.array!r} from {dep.source} "
+        f"({src.text!r}, line {src.line}) to {dep.sink} ({snk.text!r}, line {snk.line}) is violated: {why}; "
+        f"witness {_fmt(src, coords[:src.depth])} -> {_fmt(snk, coords[src.depth:])}" + (f" with {sizes}" if sizes else "")
+    )
+
+
+def _fmt(stmt, values) -> str:
+    return f"{stmt.name}[" + ", ".join(f"{n}={v}" for n, v in zip(stmt.iterators, values)) + "]"
+
+
+def _instance(prog: Program, point: isl.Point) -> str:
+    stmt = prog.statement(point.get_space().get_tuple_name(isl.dim_type.set))
+    return _fmt(stmt, [int(point.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(stmt.depth)])
+
+
+def padded_schedule_map(umap: isl.UnionMap) -> isl.UnionMap:
+    """``umap`` with every range padded with zeros to the same number of anonymous dimensions, so that
+    instances of different statements compare lexicographically."""
+    maps: list[isl.Map] = []
+    umap.foreach_map(maps.append)
+    width = max((m.dim(isl.dim_type.out) for m in maps), default=0)
+    out = None
+    for m in maps:
+        n = m.dim(isl.dim_type.out)
+        m = m.reset_tuple_id(isl.dim_type.out)
+        if n < width:
+            m = m.add_dims(isl.dim_type.out, width - n)
+            for k in range(n, width):
+                m = m.fix_si(isl.dim_type.out, k, 0)
+        u = isl.UnionMap.from_map(m)
+        out = u if out is None else out.union(u)
+    return out if out is not None else umap

@@ -1,0 +1,308 @@
+"""The one place where an isl schedule tree becomes an isl AST, and the shared printer of AST expressions.
+
+:func:`build_ast` runs ``isl.AstBuild.node_from_schedule`` and annotates every user node with a
+:class:`StatementCall`: the statement it executes plus, for each of the statement's accesses and each
+:class:`~polyfuse.ir.expr.IndexValue` in its value, an ``isl.AstExpr`` built by isl in terms of the AST's
+loop iterators. With ``sched`` the schedule map of the user node, the iterator map is ``sched^-1`` (schedule
+point -> statement instance), and an access function ``f`` is printed as
+``access_from_pw_multi_aff(f o sched^-1)``; so no index is ever produced by string substitution.
+
+Mark nodes of the tree (``kernel``, ``parallel``, ``grid``, ``block``; see :mod:`polyfuse.schedule.model`)
+come through as AST mark nodes whose id carries the same name and user object; printers that do not care
+about them walk straight into ``mark_get_node()``.
+
+:func:`expr_to_text` prints an ``isl.AstExpr`` through a :class:`Dialect`, so the Python, C and CUDA
+printers share one walker and differ only in spelling. Every dialect must give ``fdiv_q`` exact floor
+semantics (``floor(a / b)`` for ``b > 0`` and any sign of ``a``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polyfuse.errors import CodegenError
+from polyfuse.ir.expr import Expr, IndexValue
+from polyfuse.ir.program import Access, Program, Statement
+
+Op = isl.ast_expr_op_type
+
+
+@dataclass(frozen=True, eq=False)
+class StatementCall:
+    """What one AST user node executes: ``statement`` at the instance given by the AST's iterators.
+
+    ``accesses[k]`` is the AST expression (op type ``access``: array id, then one index per dimension) of
+    ``statement.accesses[k]``. ``index_values`` pairs every :class:`IndexValue` node of ``statement.value``
+    (in :meth:`Expr.walk` order) with its AST expression. ``arguments`` are the statement's iterators as AST
+    expressions (the arguments of isl's own call expression ``S0(c0, c1)``).
+    """
+
+    statement: Statement
+    accesses: tuple[isl.AstExpr, ...]
+    index_values: tuple[tuple[IndexValue, isl.AstExpr], ...]
+    arguments: tuple[isl.AstExpr, ...]
+
+    @property
+    def write(self) -> isl.AstExpr:
+        """The AST expression of the written (or updated) element."""
+        return self.accesses[self.statement.target]
+
+    def index_expr(self, node: IndexValue) -> isl.AstExpr:
+        """The AST expression of ``node``, which must be a node of ``statement.value`` (matched by identity)."""
+        for candidate, expr in self.index_values:
+            if candidate is node:
+                return expr
+        raise KeyError(f"{node!r} is not an index value of {self.statement.name}")
+
+
+def index_value_nodes(expr: Expr) -> tuple[IndexValue, ...]:
+    """Every :class:`IndexValue` node of ``expr``, in :meth:`Expr.walk` order."""
+    return tuple(n for n in expr.walk() if isinstance(n, IndexValue))
+
+
+def statement_call(node: isl.AstNode) -> StatementCall:
+    """The :class:`StatementCall` that :func:`build_ast` attached to the user node ``node``."""
+    try:
+        call = node.get_annotation().user
+    except isl.Error:  # isl reports a missing annotation as an error
+        call = None
+    if not isinstance(call, StatementCall):
+        raise CodegenError("an AST user node carries no statement; was the AST built by polyfuse.codegen.ast.build_ast?")
+    return call
+
+
+def build_ast(
+    program: Program,
+    schedule: isl.Schedule,
+    context: isl.Set | None = None,
+    statements: Mapping[str, Statement] | None = None,
+) -> isl.AstNode:
+    """The isl AST of ``schedule`` (a schedule tree over ``program``'s statements), user nodes annotated.
+
+    ``context`` adds constraints on the size params (e.g. concrete sizes) to ``program.context``.
+    ``statements`` adds or overrides statements by name, for statements the scheduler introduced (copy
+    statements); every domain in the tree must name one of them. Upper loop bounds are atomic: a for
+    node's condition is a single comparison ``iterator <= min(...)`` (or ``<``).
+    """
+    table: dict[str, Statement] = {s.name: s for s in program.statements}
+    if statements:
+        table.update(statements)
+    params = program.context.params()
+    if context is not None:
+        params = params.intersect(context.params())
+    domains = schedule.get_domain().get_set_list()
+    unknown = sorted({domains.get_at(k).get_tuple_name() for k in range(domains.n_set())} - set(table))
+    if unknown:
+        raise CodegenError(f"the schedule executes {', '.join(unknown)}, which the program does not define")
+    keep_alive: list[StatementCall] = []
+    failures: list[BaseException] = []
+
+    def at_each_domain(node: isl.AstNode, build: isl.AstBuild) -> isl.AstNode:
+        # An exception escaping an islpy callback aborts isl half-way (and may corrupt its state), so
+        # failures are recorded here and re-raised once isl has returned.
+        try:
+            call = _statement_call(node, build, table)
+        except Exception as e:  # noqa: BLE001 - re-raised below
+            failures.append(e)
+            return node
+        keep_alive.append(call)
+        return node.set_annotation(isl.Id(call.statement.name, user=call))
+
+    with _atomic_upper_bounds(params.get_ctx()):
+        build = isl.AstBuild.from_context(params)
+        build, handle = build.set_at_each_domain(at_each_domain)
+        try:
+            tree = build.node_from_schedule(schedule)
+        finally:
+            # islpy requires the callback's handle to outlive node_from_schedule.
+            del handle
+    if failures:
+        raise CodegenError(f"cannot build the AST expressions of a statement: {failures[0]}") from failures[0]
+    return tree
+
+
+def _statement_call(node: isl.AstNode, build: isl.AstBuild, table: Mapping[str, Statement]) -> StatementCall:
+    """Index expressions of one statement at the user node ``node`` (called from ``at_each_domain``)."""
+    call_expr = node.user_get_expr()
+    name = call_expr.get_op_arg(0).get_id().get_name()
+    stmt = table[name]
+    schedule = isl.Map.from_union_map(build.get_schedule())
+    iterator_map = isl.PwMultiAff.from_map(schedule.reverse())
+    accesses = tuple(_access_expr(build, a, iterator_map) for a in stmt.accesses)
+    domain_id = stmt.domain.get_tuple_id()
+    index_values = tuple(
+        (iv, build.expr_from_pw_aff(iv.value.set_tuple_id(isl.dim_type.in_, domain_id).pullback_pw_multi_aff(iterator_map)))
+        for iv in index_value_nodes(stmt.value)
+    )
+    arguments = tuple(call_expr.get_op_arg(k) for k in range(1, call_expr.get_op_n_arg()))
+    return StatementCall(stmt, accesses, index_values, arguments)
+
+
+def _access_expr(build: isl.AstBuild, access: Access, iterator_map: isl.PwMultiAff) -> isl.AstExpr:
+    return build.access_from_pw_multi_aff(access.function.pullback_pw_multi_aff(iterator_map))
+
+
+@contextmanager
+def _atomic_upper_bounds(ctx: isl.Context) -> Iterator[None]:
+    """Set isl's ``ast_build_atomic_upper_bound`` for one build and restore the previous value."""
+    before = ctx.get_ast_build_atomic_upper_bound()
+    ctx.set_ast_build_atomic_upper_bound(1)
+    try:
+        yield
+    finally:
+        ctx.set_ast_build_atomic_upper_bound(before)
+
+
+# ----- expression printing --------------------------------------------------------------------------
+
+
+class Dialect:
+    """How one target language spells isl AST expressions; subclass and override to customise.
+
+    ``infix`` maps an ``isl.ast_expr_op_type`` to its binary operator. Operations missing from it are
+    printed by the methods below. Every operation is fully parenthesised, so precedence never matters.
+    """
+
+    infix: Mapping[int, str] = {}
+
+    def name(self, ident: str) -> str:
+        """The spelling of an isl id (an iterator, a size param, an array or a function)."""
+        return ident
+
+    def integer(self, value: int) -> str:
+        return str(value)
+
+    def minus(self, operand: str) -> str:
+        return f"(-{operand})"
+
+    def min(self, args: Sequence[str]) -> str:
+        raise NotImplementedError
+
+    def max(self, args: Sequence[str]) -> str:
+        raise NotImplementedError
+
+    def floor_div(self, num: str, den: str) -> str:
+        """``floor(num / den)`` for a positive ``den``: isl's ``fdiv_q``."""
+        raise NotImplementedError
+
+    def select(self, cond: str, if_true: str, if_false: str) -> str:
+        raise NotImplementedError
+
+    def call(self, function: str, args: Sequence[str]) -> str:
+        """A call; ``function`` is the isl name, not yet passed through :meth:`name`."""
+        return f"{self.name(function)}({', '.join(args)})"
+
+    def access(self, array: str, indices: Sequence[str]) -> str:
+        """An array element; ``array`` is the isl name (the program's array name), not yet passed through
+        :meth:`name`; ``indices`` are printed already, one per dimension (none for a 0-d array)."""
+        raise NotImplementedError
+
+
+class PythonDialect(Dialect):
+    """Python spelling: ``//`` and ``%`` already have floor semantics; ``A[i, j]`` indexes numpy arrays."""
+
+    infix = {
+        Op.add: "+", Op.sub: "-", Op.mul: "*",
+        Op.div: "//", Op.pdiv_q: "//", Op.pdiv_r: "%", Op.zdiv_r: "%",
+        Op.eq: "==", Op.le: "<=", Op.lt: "<", Op.ge: ">=", Op.gt: ">",
+        Op.and_: "and", Op.and_then: "and", Op.or_: "or", Op.or_else: "or",
+    }
+
+    def min(self, args: Sequence[str]) -> str:
+        return f"min({', '.join(args)})"
+
+    def max(self, args: Sequence[str]) -> str:
+        return f"max({', '.join(args)})"
+
+    def floor_div(self, num: str, den: str) -> str:
+        return f"({num} // {den})"
+
+    def select(self, cond: str, if_true: str, if_false: str) -> str:
+        return f"({if_true} if {cond} else {if_false})"
+
+    def access(self, array: str, indices: Sequence[str]) -> str:
+        return f"{self.name(array)}[{', '.join(indices) if indices else '()'}]"
+
+
+C_HELPERS = """\
+#define polyfuse_floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
+#define polyfuse_min(a, b) ((a) < (b) ? (a) : (b))
+#define polyfuse_max(a, b) ((a) > (b) ? (a) : (b))
+"""
+"""Macros that :class:`CDialect` output relies on; emit them once at the top of a C or CUDA file."""
+
+
+class CDialect(Dialect):
+    """C99 / CUDA spelling. ``/`` and ``%`` truncate in C, so ``fdiv_q`` goes through ``polyfuse_floord``
+    (see :data:`C_HELPERS`); isl only emits ``pdiv_q``/``pdiv_r`` for non-negative numerators and uses
+    ``zdiv_r`` only in comparisons with zero, where truncation does not matter. ``access`` prints
+    ``A[i][j]``; printers with flattened arrays override it."""
+
+    infix = {
+        Op.add: "+", Op.sub: "-", Op.mul: "*",
+        Op.div: "/", Op.pdiv_q: "/", Op.pdiv_r: "%", Op.zdiv_r: "%",
+        Op.eq: "==", Op.le: "<=", Op.lt: "<", Op.ge: ">=", Op.gt: ">",
+        Op.and_: "&&", Op.and_then: "&&", Op.or_: "||", Op.or_else: "||",
+    }
+
+    def min(self, args: Sequence[str]) -> str:
+        return _fold("polyfuse_min", args)
+
+    def max(self, args: Sequence[str]) -> str:
+        return _fold("polyfuse_max", args)
+
+    def floor_div(self, num: str, den: str) -> str:
+        return f"polyfuse_floord({num}, {den})"
+
+    def select(self, cond: str, if_true: str, if_false: str) -> str:
+        return f"({cond} ? {if_true} : {if_false})"
+
+    def access(self, array: str, indices: Sequence[str]) -> str:
+        return self.name(array) + "".join(f"[{i}]" for i in indices)
+
+
+def _fold(function: str, args: Sequence[str]) -> str:
+    out = args[0]
+    for a in args[1:]:
+        out = f"{function}({out}, {a})"
+    return out
+
+
+def expr_to_text(expr: isl.AstExpr, dialect: Dialect) -> str:
+    """``expr`` in the language of ``dialect``, fully parenthesised."""
+    kind = expr.get_type()
+    if kind == isl.ast_expr_type.int:
+        return dialect.integer(expr.get_val().to_python())
+    if kind == isl.ast_expr_type.id:
+        return dialect.name(expr.get_id().get_name())
+    if kind != isl.ast_expr_type.op:
+        raise CodegenError(f"unexpected isl AST expression {expr.to_C_str()!r}")
+    t = expr.get_op_type()
+    args = [expr.get_op_arg(k) for k in range(expr.get_op_n_arg())]
+    if t in (Op.access, Op.call):
+        # The array or function is passed by its isl name; the dialect spells it (and may look it up).
+        head = args[0].get_id().get_name()
+        rest = [expr_to_text(a, dialect) for a in args[1:]]
+        return dialect.access(head, rest) if t == Op.access else dialect.call(head, rest)
+    texts = [expr_to_text(a, dialect) for a in args]
+    if t in dialect.infix:
+        return f"({texts[0]} {dialect.infix[t]} {texts[1]})"
+    if t == Op.minus:
+        return dialect.minus(texts[0])
+    if t == Op.min:
+        return dialect.min(texts)
+    if t == Op.max:
+        return dialect.max(texts)
+    if t == Op.fdiv_q:
+        return dialect.floor_div(texts[0], texts[1])
+    if t in (Op.select, Op.cond):
+        return dialect.select(texts[0], texts[1], texts[2])
+    raise CodegenError(f"unsupported isl AST operation in {expr.to_C_str()!r}")
+
+
+PYTHON = PythonDialect()
+C = CDialect()

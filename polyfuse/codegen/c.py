@@ -1,0 +1,380 @@
+"""The C back end's printer: a scheduled program as one C99 + OpenMP function.
+
+The whole program becomes one function ``void <program>_kernel(sizes..., arrays..., scalars...,
+temporaries...)``: host code (sequences, host loops such as a time loop) and every kernel run inside it, each
+kernel as a commented block. One function rather than one per kernel because C has no launch boundary: a
+host loop around two kernels is just a loop around two blocks, and local scalars can live across kernels.
+
+What the printer relies on (see :mod:`polyfuse.schedule.model` for the tree conventions):
+
+* loops, conditions and every index come from the isl AST of :func:`polyfuse.codegen.ast.build_ast`, printed
+  through :class:`FlatCDialect`, which linearises ``A[i][j]`` into ``A[i * M + j]`` from the array's shape
+  (its :class:`~polyfuse.types.SizeExpr` entries are affine in the size params, which are ``int64_t``
+  arguments of the same names);
+* the outermost ``for`` below a ``parallel`` mark gets ``#pragma omp parallel for``; loop iterators are
+  declared in the ``for`` (so they are private), and local scalars used only inside one parallel loop are
+  declared at the top of its body (so they are private too);
+* local scalars are the 0-d temporaries and the arrays in ``sched.contracted``; every other temporary has a
+  buffer that the caller allocates and passes in (it is listed in ``Code.temporaries``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from polyfuse.codegen.ast import C_HELPERS, CDialect, StatementCall, build_ast, expr_to_text, statement_call
+from polyfuse.codegen.code import Argument, Code
+from polyfuse.errors import CodegenError
+from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
+from polyfuse.ir.program import Array, Program
+from polyfuse.schedule.model import KERNEL_MARK, PARALLEL_MARK, Kernel, Schedule
+from polyfuse.types import DType, SizeExpr
+
+INDENT = "    "
+INDEX_TYPE = "int64_t"
+
+VALUE_HELPERS = """\
+static inline int32_t pf_floordiv_i32(int32_t a, int32_t b) { int32_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int32_t pf_mod_i32(int32_t a, int32_t b) { int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int32_t pf_max_i32(int32_t a, int32_t b) { return a > b ? a : b; }
+static inline int32_t pf_min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
+static inline int32_t pf_abs_i32(int32_t a) { return a < 0 ? -a : a; }
+static inline int32_t pf_pow_i32(int32_t a, int32_t b) { int32_t r = 1; while (b-- > 0) r *= a; return r; }
+static inline float pf_mod_f32(float a, float b) { float r = fmodf(a, b); return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r; }
+static inline double pf_mod_f64(double a, double b) { double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r; }
+"""
+"""Exact Python/numpy semantics for value operations C spells differently (floor division and modulo)."""
+
+# Per-dtype spelling of the value intrinsics: f32 uses the float versions of libm.
+_UNARY_FN = {
+    "f32": {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "tanh": "tanhf", "abs": "fabsf"},
+    "f64": {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "abs": "fabs"},
+    "i32": {"abs": "pf_abs_i32"},
+}
+_BINARY_FN = {
+    "f32": {"max": "fmaxf", "min": "fminf", "pow": "powf", "%": "pf_mod_f32"},
+    "f64": {"max": "fmax", "min": "fmin", "pow": "pow", "%": "pf_mod_f64"},
+    "i32": {"max": "pf_max_i32", "min": "pf_min_i32", "pow": "pf_pow_i32", "//": "pf_floordiv_i32", "%": "pf_mod_i32"},
+}
+_FLOOR = {"f32": "floorf", "f64": "floor"}
+_INFIX = {"+": "+", "-": "-", "*": "*", "/": "/", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!=",
+          "and": "&&", "or": "||"}
+
+
+def generate_c(sched: Schedule) -> Code:
+    """C99 + OpenMP source for ``sched`` (target ``"c"``): one entry function running the whole program."""
+    return _CPrinter(sched).code()
+
+
+def size_to_c(size: SizeExpr) -> str:
+    """A shape entry as a C expression over the size params, e.g. ``(2 * N + 1)``."""
+    parts = [name if c == 1 else f"{c} * {name}" for name, c in size.terms]
+    if size.constant or not parts:
+        parts.append(str(size.constant))
+    text = " + ".join(parts).replace("+ -", "- ")
+    return text if len(parts) == 1 and " " not in text else f"({text})"
+
+
+class FlatCDialect(CDialect):
+    """C spelling with row-major linearised array accesses; local scalars are accessed by name alone."""
+
+    def __init__(self, arrays: dict[str, Array], local_scalars: frozenset[str]) -> None:
+        self.shapes = {name: tuple(size_to_c(s) for s in a.shape) for name, a in arrays.items()}
+        self.local_scalars = local_scalars
+
+    def access(self, array: str, indices: Sequence[str]) -> str:
+        if array in self.local_scalars:
+            return array
+        if array not in self.shapes:
+            raise CodegenError(f"an access to {array!r}, which is not an array of the program")
+        if not indices:
+            return f"{array}[0]"
+        flat = indices[0] if len(indices) > 1 else _strip_parens(indices[0])
+        for extent, index in zip(self.shapes[array][1:], indices[1:]):
+            flat = f"{_paren(flat)} * {extent} + {index}"
+        return f"{array}[{flat}]"
+
+
+@dataclass
+class _Usage:
+    """Where local scalars are used: per parallel loop (numbered in traversal order), and outside any."""
+
+    per_loop: dict[int, set[str]] = field(default_factory=dict)
+    outside: set[str] = field(default_factory=set)
+
+
+class _CPrinter:
+    """Walks the isl AST of one schedule and prints it; one instance per :func:`generate_c` call."""
+
+    def __init__(self, sched: Schedule) -> None:
+        self.sched = sched
+        self.program: Program = sched.program
+        arrays = self.program.arrays
+        self.local_scalars = frozenset(
+            n for n, a in arrays.items() if a.role == "temp" and (a.ndim == 0 or n in sched.contracted)
+        )
+        self.buffered_temps = tuple(n for n, a in arrays.items() if a.role == "temp" and n not in self.local_scalars)
+        self.dialect = FlatCDialect(dict(arrays), self.local_scalars)
+        context = _params_context(self.program, sched.params)
+        self.ast = build_ast(self.program, sched.tree, context=context)
+        self.usage = _Usage()
+        self._loop_counter = 0
+        self._scan(self.ast, None, False)
+        self.function_scalars = self._function_scope_scalars()
+
+    # ----- whole translation unit ---------------------------------------------------------------
+    def code(self) -> Code:
+        entry = f"{_identifier(self.program.name)}_kernel"
+        signature = self._signature()
+        params = ",\n".join(INDENT + self._declare_argument(a) for a in signature)
+        body: list[str] = [INDENT + self._declare_local(n) for n in sorted(self.function_scalars)]
+        self._loop_counter = 0
+        body += self._node(self.ast, 1, False)
+        text = "\n".join([
+            *self._header(),
+            "#include <math.h>",
+            "#include <stdint.h>",
+            "",
+            C_HELPERS + VALUE_HELPERS,
+            f"void {entry}(\n{params})",
+            "{",
+            *body,
+            "}",
+            "",
+        ])
+        return Code(text, "c", tuple(self.sched.kernels), entry, signature, self.buffered_temps)
+
+    def _header(self) -> list[str]:
+        p = self.program
+        lines = [f"/* polyfuse: program {p.name} ({p.filename}:{p.line}), fusion={self.sched.fusion}"]
+        for k in self.sched.kernels:
+            lines.append(f" *   kernel {k.name}: {', '.join(k.statements)}")
+        if self.local_scalars:
+            lines.append(f" *   local scalars (no buffer): {', '.join(sorted(self.local_scalars))}")
+        if self.buffered_temps:
+            lines.append(f" *   temporaries allocated by the caller: {', '.join(self.buffered_temps)}")
+        lines.append(" */")
+        return lines
+
+    def _signature(self) -> tuple[Argument, ...]:
+        p = self.program
+        out = [Argument(n, "size") for n in p.params]
+        for name in p.arguments:
+            if name in p.arrays:
+                out.append(Argument(name, "array", p.arrays[name].dtype))
+            else:
+                out.append(Argument(name, "scalar", p.scalars[name]))
+        out += [Argument(n, "array", p.arrays[n].dtype) for n in self.buffered_temps]
+        return tuple(out)
+
+    def _declare_argument(self, arg: Argument) -> str:
+        if arg.kind == "size":
+            return f"const {INDEX_TYPE} {arg.name}"
+        assert arg.dtype is not None
+        if arg.kind == "scalar":
+            return f"const {arg.dtype.c_name} {arg.name}"
+        const = "const " if self.program.arrays[arg.name].role == "input" else ""
+        return f"{const}{arg.dtype.c_name} *restrict {arg.name}"
+
+    def _declare_local(self, name: str) -> str:
+        return f"{self.program.arrays[name].dtype.c_name} {name};"
+
+    # ----- where local scalars live -------------------------------------------------------------
+    def _scan(self, node: isl.AstNode, loop: int | None, parallel: bool) -> None:
+        """Record, for each local scalar, the parallel loops (or none) its statements run in."""
+        t = node.get_type()
+        if t == isl.ast_node_type.for_:
+            if parallel and loop is None:
+                loop = self._loop_counter
+                self._loop_counter += 1
+                self.usage.per_loop[loop] = set()
+            self._scan(node.for_get_body(), loop, False)
+        elif t == isl.ast_node_type.block:
+            for child in _children(node):
+                self._scan(child, loop, parallel)
+        elif t == isl.ast_node_type.if_:
+            self._scan(node.if_get_then_node(), loop, parallel)
+            if node.if_has_else_node():
+                self._scan(node.if_get_else_node(), loop, parallel)
+        elif t == isl.ast_node_type.mark:
+            is_parallel = node.mark_get_id().get_name() == PARALLEL_MARK
+            self._scan(node.mark_get_node(), loop, parallel or (is_parallel and loop is None))
+        elif t == isl.ast_node_type.user:
+            used = {a.array for a in statement_call(node).statement.accesses if a.array in self.local_scalars}
+            (self.usage.per_loop[loop] if loop is not None else self.usage.outside).update(used)
+
+    def _function_scope_scalars(self) -> set[str]:
+        """Local scalars used outside parallel loops or in more than one: declared once, at function scope."""
+        out = set(self.usage.outside)
+        seen: set[str] = set()
+        for names in self.usage.per_loop.values():
+            out |= names & seen
+            seen |= names
+        return out
+
+    # ----- statements and control flow ----------------------------------------------------------
+    def _node(self, node: isl.AstNode, depth: int, parallel: bool) -> list[str]:
+        t = node.get_type()
+        pad = INDENT * depth
+        if t == isl.ast_node_type.for_:
+            return self._for(node, depth, parallel)
+        if t == isl.ast_node_type.block:
+            return [line for child in _children(node) for line in self._node(child, depth, parallel)]
+        if t == isl.ast_node_type.if_:
+            lines = [f"{pad}if ({self._index(node.if_get_cond())}) {{", *self._node(node.if_get_then_node(), depth + 1, parallel)]
+            if node.if_has_else_node():
+                lines += [f"{pad}}} else {{", *self._node(node.if_get_else_node(), depth + 1, parallel)]
+            return [*lines, f"{pad}}}"]
+        if t == isl.ast_node_type.mark:
+            return self._mark(node, depth, parallel)
+        if t == isl.ast_node_type.user:
+            return [pad + self._statement(statement_call(node))]
+        raise CodegenError(f"unexpected isl AST node: {node.to_C_str()}")
+
+    def _mark(self, node: isl.AstNode, depth: int, parallel: bool) -> list[str]:
+        ident = node.mark_get_id()
+        name = ident.get_name()
+        if name == KERNEL_MARK:
+            kernel = ident.user
+            label = f"kernel {kernel.name}: {', '.join(kernel.statements)}" if isinstance(kernel, Kernel) else "kernel"
+            pad = INDENT * depth
+            return [f"{pad}/* {label} */", f"{pad}{{", *self._node(node.mark_get_node(), depth + 1, False), f"{pad}}}"]
+        return self._node(node.mark_get_node(), depth, parallel or name == PARALLEL_MARK)
+
+    def _for(self, node: isl.AstNode, depth: int, parallel: bool) -> list[str]:
+        pad = INDENT * depth
+        it = self._index(node.for_get_iterator())
+        init = self._index(node.for_get_init())
+        body_depth = depth + 1
+        lines: list[str] = []
+        private: list[str] = []
+        if parallel:
+            loop = self._loop_counter
+            self._loop_counter += 1
+            private = sorted(self.usage.per_loop.get(loop, set()) - self.function_scalars)
+            lines.append(f"{pad}#pragma omp parallel for schedule(static)")
+        if node.for_is_degenerate():
+            lines.append(f"{pad}{{")
+            lines.append(f"{pad}{INDENT}const {INDEX_TYPE} {it} = {init};")
+        else:
+            cond = _strip_parens(self._index(node.for_get_cond()))
+            inc = self._index(node.for_get_inc())
+            lines.append(f"{pad}for ({INDEX_TYPE} {it} = {init}; {cond}; {it} += {inc}) {{")
+        lines += [INDENT * body_depth + self._declare_local(n) for n in private]
+        lines += self._node(node.for_get_body(), body_depth, False)
+        lines.append(f"{pad}}}")
+        return lines
+
+    def _index(self, expr: isl.AstExpr) -> str:
+        return expr_to_text(expr, self.dialect)
+
+    def _statement(self, call: StatementCall) -> str:
+        stmt = call.statement
+        target = self._index(call.write)
+        value = _strip_parens(self._value(stmt.value, call))
+        return f"{target} {stmt.op} {value};  /* {stmt.name} */"
+
+    # ----- values -------------------------------------------------------------------------------
+    def _value(self, e: Expr, call: StatementCall) -> str:
+        v = lambda x: self._value(x, call)  # noqa: E731
+        if isinstance(e, Const):
+            return _literal(e.value, e.dtype)
+        if isinstance(e, Read):
+            return self._index(call.accesses[e.access])
+        if isinstance(e, ScalarArg):
+            return e.name
+        if isinstance(e, IndexValue):
+            return f"(({e.dtype.c_name}){_paren(self._index(call.index_expr(e)))})"
+        if isinstance(e, Cast):
+            return f"(({e.dtype.c_name}){_paren(v(e.operand))})"
+        if isinstance(e, Unary):
+            return self._unary(e, v(e.operand))
+        if isinstance(e, Binary):
+            return self._binary(e, v(e.lhs), v(e.rhs))
+        if isinstance(e, (Compare, Logical)):
+            return f"({v(e.lhs)} {_INFIX[e.op]} {v(e.rhs)})"
+        if isinstance(e, Where):
+            return f"({v(e.cond)} ? {v(e.if_true)} : {v(e.if_false)})"
+        raise CodegenError(f"the C printer cannot print the expression node {e!r}")
+
+    def _unary(self, e: Unary, operand: str) -> str:
+        if e.op == "neg":
+            return f"(-{operand})"
+        if e.op == "not":
+            return f"(!{operand})"
+        dtype = e.dtype or e.operand.dtype
+        assert dtype is not None
+        fn = _UNARY_FN[dtype.name].get(e.op)
+        if fn is None:  # a float function of an integer: compute in double, as numpy does
+            return f"(({dtype.c_name}){_UNARY_FN['f64'][e.op]}((double){operand}))"
+        return f"{fn}({_strip_parens(operand)})"
+
+    def _binary(self, e: Binary, lhs: str, rhs: str) -> str:
+        kind = e.dtype.name
+        fn = _BINARY_FN[kind].get(e.op)
+        if fn is not None:
+            return f"{fn}({_strip_parens(lhs)}, {_strip_parens(rhs)})"
+        if e.op == "//":
+            return f"{_FLOOR[kind]}({lhs} / {rhs})"
+        return f"({lhs} {_INFIX[e.op]} {rhs})"
+
+
+def _literal(value: float | int, dtype: DType) -> str:
+    """A C literal of ``dtype``: ``0.5f`` for f32, ``0.5`` for f64, ``3`` for i32."""
+    if not dtype.is_float:
+        return str(int(value))
+    x = float(value)
+    if math.isnan(x):
+        return "NAN"
+    if math.isinf(x):
+        return "INFINITY" if x > 0 else "(-INFINITY)"
+    text = repr(x)
+    if "." not in text and "e" not in text:
+        text += ".0"
+    text += "f" if dtype.name == "f32" else ""
+    return f"({text})" if x < 0 else text
+
+
+def _params_context(program: Program, sizes: dict | object) -> isl.Set | None:
+    """The concrete sizes of a specialised schedule as constraints on the params (None when symbolic)."""
+    values = {n: int(v) for n, v in dict(sizes).items() if n in program.params}  # type: ignore[call-overload]
+    if not values:
+        return None
+    ctx = program.context.params()
+    for name, value in values.items():
+        pos = ctx.find_dim_by_name(isl.dim_type.param, name)
+        ctx = ctx.fix_val(isl.dim_type.param, pos, isl.Val.int_from_si(ctx.get_ctx(), value))
+    return ctx
+
+
+def _children(node: isl.AstNode) -> Iterator[isl.AstNode]:
+    lst = node.block_get_children()
+    for k in range(lst.n_ast_node()):
+        yield lst.get_at(k)
+
+
+def _paren(text: str) -> str:
+    return text if re.fullmatch(r"[\w.\[\]]+", text) or _strip_parens(text) != text else f"({text})"
+
+
+def _strip_parens(text: str) -> str:
+    """``text`` without one pair of outer parentheses, when they enclose the whole of it."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for k, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and k < len(text) - 1:
+            return text
+    return text[1:-1]
+
+
+def _identifier(name: str) -> str:
+    ident = re.sub(r"\W", "_", name)
+    return ident if ident and not ident[0].isdigit() else f"p_{ident}"

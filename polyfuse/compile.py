@@ -1,0 +1,191 @@
+"""``pf.compile``: a Program through the whole pipeline to something callable on numpy arrays.
+
+The pipeline is one list of named stages (:data:`STAGES`), each a function from the value before it to the
+next; :class:`Compiled` holds every stage's value so each can be printed on its own::
+
+    frontend     Program         (the value the user wrote; checked to be a Program)
+    dependences  Dependences     program.dependences()
+    schedule     Schedule        polyfuse.schedule.schedule(program, target, fusion, tile, params, ...)
+    codegen      Code            polyfuse.codegen.codegen(schedule)
+    load         callable        the C runtime (cc + ctypes) or the CUDA runtime
+
+An :class:`Executable` runs the pipeline once per distinct set of sizes (sizes are inferred from the
+arguments at call time, or given up front with ``params=``), so schedules and tile choices may depend on the
+sizes; compiled shared libraries are also cached on disk, so a second process pays no compiler run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import polyfuse.schedule as scheduling
+from polyfuse.codegen import codegen
+from polyfuse.codegen.code import Code
+from polyfuse.errors import CodegenError, PolyfuseError, RuntimeUnavailable
+from polyfuse.ir.program import Program
+from polyfuse.runtime import cpu
+from polyfuse.runtime.args import Bound, bind
+from polyfuse.schedule.model import Schedule
+
+try:
+    import polyfuse.runtime.cuda as cuda_runtime
+except ModuleNotFoundError as e:  # the CUDA runtime is optional (and pycuda with it)
+    if e.name not in ("polyfuse.runtime.cuda", "pycuda"):
+        raise
+    cuda_runtime = None
+
+TARGETS = ("c", "cuda", "auto")
+SCHEDULE_OPTIONS = ("fusion", "tile", "params", "schedule")
+
+
+@dataclass(frozen=True, eq=False)
+class Compiled:
+    """Every stage's value for one specialisation; ``function(*values)`` takes ``code.signature`` order."""
+
+    program: Program
+    dependences: Any
+    schedule: Schedule
+    code: Code
+    function: Callable[..., None]
+    sizes: Mapping[str, int]
+
+    def dump(self) -> str:
+        """Each stage's value as text, in pipeline order."""
+        parts = [("frontend", str(self.program)), ("dependences", str(self.dependences)),
+                 ("schedule", str(self.schedule)), ("codegen", self.code.text)]
+        return "\n".join(f"==== {name} ====\n{text}" for name, text in parts)
+
+
+def resolve_target(target: str) -> str:
+    """``"c"`` or ``"cuda"``; ``"auto"`` means CUDA when a GPU and pycuda are usable, else C."""
+    if target not in TARGETS:
+        raise PolyfuseError(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
+    if target != "auto":
+        return target
+    return "cuda" if cuda_runtime is not None and cuda_runtime.available() else "c"
+
+
+def _load(code: Code) -> Callable[..., None]:
+    if code.target == "c":
+        return cpu.CFunction(code)
+    if cuda_runtime is None:
+        raise RuntimeUnavailable("the CUDA runtime is not available (pycuda is not installed)")
+    return cuda_runtime.load(code)
+
+
+def _schedule(program: Program, target: str, options: Mapping[str, Any], sizes: Mapping[str, int]) -> Schedule:
+    """The schedule stage: the scheduler at the given sizes (symbolic when there are none)."""
+    if sizes:
+        options = {**options, "params": dict(sizes)}
+    return scheduling.schedule(program, target=target, **options)
+
+
+STAGES: tuple[tuple[str, Callable[..., Any]], ...] = (
+    ("frontend", lambda program, **_: program),
+    ("dependences", lambda program, **_: program.dependences()),
+    ("schedule", lambda program, target, options, sizes, **_: _schedule(program, target, options, sizes)),
+    ("codegen", lambda schedule, **_: codegen(schedule)),
+    ("load", lambda code, **_: _load(code)),
+)
+"""The pipeline, in order: (stage name, function of the values computed so far)."""
+
+
+def run_pipeline(program: Program, target: str, options: Mapping[str, Any], sizes: Mapping[str, int]) -> Compiled:
+    """Run every stage of :data:`STAGES` for ``program`` at ``sizes`` (empty: symbolic sizes)."""
+    values: dict[str, Any] = {"target": target, "options": dict(options), "sizes": dict(sizes)}
+    names = {"frontend": "program", "dependences": "dependences", "schedule": "schedule", "codegen": "code", "load": "function"}
+    for stage, run in STAGES:
+        values[names[stage]] = run(**values)
+    return Compiled(values["program"], values["dependences"], values["schedule"], values["code"], values["function"], dict(sizes))
+
+
+class Executable:
+    """A compiled program: ``exe(**arrays_scalars_and_sizes)`` runs it in place on numpy arrays.
+
+    Each distinct set of sizes is specialised once (schedule, code, loaded function and temporary buffers)
+    and reused. ``code`` and ``schedule`` are those of the sizes given with ``params=`` at compile time, else
+    of the most recent call, else of a symbolic (size-generic) compilation made on first access.
+    """
+
+    def __init__(self, program: Program, target: str, options: Mapping[str, Any]) -> None:
+        self.program = program
+        self.target = target
+        self.options = {k: v for k, v in options.items() if k != "params"}
+        self._specialisations: dict[tuple[tuple[str, int], ...], tuple[Compiled, dict[str, np.ndarray]]] = {}
+        self._latest: Compiled | None = None
+        params = options.get("params")
+        if params:
+            self._latest = self.specialise(params)
+
+    def __call__(self, **kwargs: Any) -> None:
+        """Run on ``kwargs`` (arrays, scalars and sizes by name); outputs are written in place."""
+        bound = bind(self.program, kwargs)
+        compiled, temporaries = self._get(bound.sizes)
+        self._latest = compiled
+        compiled.function(*self._values(compiled.code, bound, temporaries))
+
+    def specialise(self, sizes: Mapping[str, int]) -> Compiled:
+        """The pipeline's values for ``sizes`` (compiled on first use, then cached)."""
+        return self._get(sizes)[0]
+
+    @property
+    def compiled(self) -> Compiled:
+        if self._latest is None:
+            self._latest = run_pipeline(self.program, self.target, self.options, {})
+        return self._latest
+
+    @property
+    def code(self) -> Code:
+        return self.compiled.code
+
+    @property
+    def schedule(self) -> Schedule:
+        return self.compiled.schedule
+
+    def _get(self, sizes: Mapping[str, int]) -> tuple[Compiled, dict[str, np.ndarray]]:
+        key = tuple(sorted((k, int(v)) for k, v in sizes.items()))
+        entry = self._specialisations.get(key)
+        if entry is None:
+            compiled = run_pipeline(self.program, self.target, self.options, dict(key))
+            temporaries = {
+                name: np.empty(self.program.arrays[name].concrete_shape(dict(key)), self.program.arrays[name].dtype.numpy)
+                for name in compiled.code.temporaries
+            }
+            entry = self._specialisations[key] = (compiled, temporaries)
+        return entry
+
+    def _values(self, code: Code, bound: Bound, temporaries: Mapping[str, np.ndarray]) -> list[Any]:
+        out: list[Any] = []
+        for arg in code.signature:
+            if arg.kind == "size":
+                out.append(bound.sizes[arg.name])
+            elif arg.kind == "scalar":
+                out.append(bound.scalars[arg.name])
+            elif arg.name in bound.arrays:
+                out.append(bound.arrays[arg.name])
+            elif arg.name in temporaries:
+                out.append(temporaries[arg.name])
+            else:
+                raise CodegenError(f"the generated code takes {arg.name!r}, which is neither an argument nor a temporary")
+        return out
+
+    def __repr__(self) -> str:
+        return f"<pf.Executable {self.program.name} target={self.target} specialisations={len(self._specialisations)}>"
+
+
+def compile(program: Program, target: str = "auto", **schedule_options: Any) -> Executable:  # noqa: A001
+    """Compile ``program`` for ``target`` (``"c"``, ``"cuda"`` or ``"auto"``).
+
+    ``schedule_options`` are those of :func:`polyfuse.schedule.schedule`: ``fusion``, ``tile``, ``schedule``
+    and ``params`` (sizes to specialise for now; without them each call's sizes are specialised on first use).
+    """
+    if not isinstance(program, Program):
+        raise PolyfuseError(f"pf.compile expects a pf.Program (a @pf.program function), got {type(program).__name__}")
+    unknown = set(schedule_options) - set(SCHEDULE_OPTIONS)
+    if unknown:
+        raise PolyfuseError(f"unknown option(s) {', '.join(sorted(unknown))} for pf.compile: expected {', '.join(SCHEDULE_OPTIONS)}")
+    return Executable(program, resolve_target(target), schedule_options)

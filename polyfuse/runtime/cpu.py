@@ -1,0 +1,153 @@
+"""The C back end's runtime: compile C99 + OpenMP with the system compiler, load it with ctypes, call it.
+
+All use of the C compiler and of ctypes is here. Shared libraries go through the compile cache
+(:mod:`polyfuse.runtime.cache`), so a program compiled once is loaded from disk by later processes.
+The compiler is ``$CC`` when set, else ``cc``; the flags are ``-O3 -march=native -fopenmp -shared -fPIC
+-std=c99``, minus ``-march=native`` where the compiler rejects it (probed once per process).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from polyfuse.codegen.code import Argument, Code
+from polyfuse.errors import CodegenError, RuntimeUnavailable
+from polyfuse.runtime.cache import cache_dir, cache_key, cached_artifact
+
+BASE_FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC", "-std=c99")
+NATIVE_FLAG = "-march=native"
+LINK_FLAGS = ("-lm",)
+LIBRARY_SUFFIX = ".so"
+
+_CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32}
+
+
+def compiler() -> str:
+    """Absolute path of the C compiler; :class:`RuntimeUnavailable` when there is none."""
+    name = os.environ.get("CC", "cc")
+    path = shutil.which(name)
+    if path is None:
+        raise RuntimeUnavailable(f"no C compiler found (looked for {name!r}; set CC to choose one)")
+    return path
+
+
+def available() -> bool:
+    """Whether a C compiler is present."""
+    try:
+        compiler()
+    except RuntimeUnavailable:
+        return False
+    return True
+
+
+@lru_cache(maxsize=None)
+def compiler_identity(cc: str) -> str:
+    """The compiler's path and version banner: part of every cache key."""
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except OSError as e:
+        raise RuntimeUnavailable(f"cannot run the C compiler {cc}: {e}") from None
+    return f"{cc}\n{out.splitlines()[0] if out else ''}"
+
+
+@lru_cache(maxsize=None)
+def compiler_flags(cc: str) -> tuple[str, ...]:
+    """The flags used with ``cc``: the base set, with ``-march=native`` when the compiler accepts it."""
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "probe.c"
+        src.write_text("int polyfuse_probe(void) { return 0; }\n")
+        cmd = [cc, NATIVE_FLAG, *BASE_FLAGS, str(src), "-o", str(Path(d) / "probe.so")]
+        ok = subprocess.run(cmd, capture_output=True, text=True, timeout=120).returncode == 0
+    return (BASE_FLAGS[0], NATIVE_FLAG, *BASE_FLAGS[1:]) if ok else BASE_FLAGS
+
+
+def build_shared_library(source: str, output: Path, cc: str, flags: Sequence[str]) -> None:
+    """Run the compiler once: ``source`` to the shared library ``output``. Raises CodegenError on failure."""
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "polyfuse_kernel.c"
+        src.write_text(source)
+        cmd = [cc, *flags, str(src), "-o", str(output), *LINK_FLAGS]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise CodegenError(f"the C compiler failed ({' '.join(cmd[:1] + list(flags))}):\n{proc.stderr.strip()}")
+
+
+def library_key(source: str) -> str:
+    """The compile-cache key of ``source``: its text, the compiler's identity and the flags."""
+    cc = compiler()
+    return cache_key(source, compiler_identity(cc), " ".join(compiler_flags(cc) + LINK_FLAGS))
+
+
+def library_path(source: str) -> Path:
+    """Where the compile cache keeps the library built from ``source`` (it may not exist yet)."""
+    return cache_dir() / f"{library_key(source)}{LIBRARY_SUFFIX}"
+
+
+def load_library(source: str) -> ctypes.CDLL:
+    """The shared library compiled from ``source``, from the compile cache when it is there."""
+    cc = compiler()
+    flags = compiler_flags(cc)
+    return cached_artifact(
+        library_key(source),
+        LIBRARY_SUFFIX,
+        build=lambda out: build_shared_library(source, out, cc, flags),
+        load=lambda path: ctypes.CDLL(str(path)),
+    )
+
+
+class CFunction:
+    """The entry point of a compiled :class:`Code`, callable with its arguments in signature order.
+
+    Sizes are passed as ``int64``, scalars as their C type, and arrays as the address of their first element
+    (the caller guarantees C-contiguous buffers of the right dtype; :func:`polyfuse.runtime.args.bind`
+    checks user arrays).
+    """
+
+    def __init__(self, code: Code) -> None:
+        if code.target != "c":
+            raise CodegenError(f"the C runtime cannot run code for target {code.target!r}")
+        self.code = code
+        self.library = load_library(code.text)
+        self.function = getattr(self.library, code.entry)
+        self.function.restype = None
+        self.function.argtypes = [_ctype(a) for a in code.signature]
+        self._convert: list[Callable[[Any], Any]] = [_converter(a) for a in code.signature]
+
+    def __call__(self, *values: Any) -> None:
+        if len(values) != len(self._convert):
+            raise TypeError(f"{self.code.entry} takes {len(self._convert)} arguments, got {len(values)}")
+        self.function(*(conv(v) for conv, v in zip(self._convert, values)))
+
+
+def _ctype(arg: Argument) -> Any:
+    if arg.kind == "size":
+        return ctypes.c_int64
+    if arg.kind == "array":
+        return ctypes.c_void_p
+    assert arg.dtype is not None
+    return _CTYPES[arg.dtype.name]
+
+
+def _converter(arg: Argument) -> Callable[[Any], Any]:
+    if arg.kind == "size":
+        return int
+    if arg.kind == "array":
+        return _pointer
+    assert arg.dtype is not None
+    return float if arg.dtype.is_float else int
+
+
+def _pointer(a: np.ndarray) -> int:
+    if not a.flags.c_contiguous:
+        raise ValueError("arrays passed to compiled code must be C-contiguous")
+    return a.ctypes.data

@@ -1,0 +1,194 @@
+"""The CUDA runtime: compile generated CUDA with pycuda, run the host plan, launch prepared kernels.
+
+This is the only module that imports pycuda, and it does so lazily: ``import polyfuse`` works without
+pycuda or a GPU, :func:`available` says whether this runtime can be used, and :func:`load` raises
+:class:`RuntimeUnavailable` ("...: no pycuda" / "...: no CUDA device") when it cannot.
+
+A loaded program is called with its arguments in ``code.signature`` order (sizes, then the program's
+arguments). numpy arrays are copied to the device once per call, and those the program writes (outputs,
+inouts) are copied back once after the last launch; objects exposing ``__cuda_array_interface__`` (PyTorch,
+CuPy, pycuda GPUArray) are used in place after checking their dtype, shape and contiguity. Temporaries
+that are not registers get device buffers, allocated once per set of sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from polyfuse.codegen.code import Code
+from polyfuse.codegen.host_plan import HostPlan, KernelArg, Launch, run_host_plan
+from polyfuse.errors import CodegenError, RuntimeUnavailable, ShapeError
+from polyfuse.schedule.model import Schedule
+
+NVCC_OPTIONS = ("-O3", "-std=c++17")
+MAX_THREADS = 1024
+MAX_GRID = (2**31 - 1, 65535, 65535)
+_FORMAT = {"f32": "f", "f64": "d", "i32": "i"}
+
+
+@lru_cache(maxsize=1)
+def _device_status() -> str:
+    """"" when pycuda and a device are usable (a context is made current), else why not."""
+    try:
+        import pycuda.driver as drv
+    except ImportError:
+        return "no pycuda"
+    try:
+        drv.init()
+        if drv.Device.count() == 0:
+            return "no CUDA device"
+        try:
+            import pycuda.autoprimaryctx  # noqa: F401 - makes the primary context current
+        except ImportError:
+            import pycuda.autoinit  # noqa: F401
+    except Exception as e:  # the driver reports missing hardware in several ways
+        return f"no CUDA device ({e})"
+    return ""
+
+
+def available() -> bool:
+    """Whether pycuda is importable and a CUDA device is present (answer cached)."""
+    return _device_status() == ""
+
+
+def _require() -> None:
+    status = _device_status()
+    if status:
+        raise RuntimeUnavailable(f"the CUDA target cannot run here: {status}")
+
+
+def load(code: Code, sched: Schedule | None = None) -> CudaProgram:
+    """A callable that runs ``code`` (target ``"cuda"``) on its arguments in ``code.signature`` order.
+
+    ``sched`` is accepted for symmetry with the other runtimes; the host plan carries all that is needed.
+    """
+    _require()
+    if code.target != "cuda" or not isinstance(code.launch, HostPlan):
+        raise CodegenError("the CUDA runtime needs CUDA code with a host plan (polyfuse.codegen.cuda.generate_cuda)")
+    return CudaProgram(code)
+
+
+class CudaProgram:
+    """A compiled CUDA module with its prepared kernels and the host plan that launches them."""
+
+    def __init__(self, code: Code) -> None:
+        from pycuda.compiler import SourceModule
+
+        self.code = code
+        self.plan: HostPlan = code.launch
+        self.arrays = {a.name: a for a in self.plan.arrays}
+        try:
+            module = SourceModule(code.text, no_extern_c=True, options=list(NVCC_OPTIONS))
+        except Exception as e:
+            raise CodegenError(f"nvcc failed on the generated CUDA: {e}") from None
+        self._functions: dict[str, Any] = {}
+        for launch in self.plan.launches():
+            if launch.kernel not in self._functions:
+                fn = module.get_function(launch.kernel)
+                fn.prepare("".join(_format(a) for a in launch.args))
+                self._functions[launch.kernel] = fn
+        self._temporaries: dict[tuple, dict[str, Any]] = {}
+
+    def __call__(self, *values: Any) -> None:
+        import pycuda.driver as drv
+
+        signature = self.code.signature
+        if len(values) != len(signature):
+            raise ShapeError(f"{self.code.entry or 'program'} takes {len(signature)} arguments, got {len(values)}")
+        sizes = {a.name: int(v) for a, v in zip(signature, values) if a.kind == "size"}
+        scalars = {a.name: v for a, v in zip(signature, values) if a.kind == "scalar"}
+        pointers: dict[str, Any] = {}
+        copies: list[tuple[np.ndarray, Any]] = []
+        for a, v in zip(signature, values):
+            if a.kind != "array":
+                continue
+            if a.name not in self.arrays:
+                continue  # no kernel touches it (e.g. only in a contracted form)
+            shape = self.arrays[a.name].concrete_shape(sizes)
+            if hasattr(v, "__cuda_array_interface__"):
+                pointers[a.name] = _device_pointer(a.name, v, np.dtype(a.dtype.numpy), shape)
+            elif isinstance(v, np.ndarray):
+                if v.dtype != np.dtype(a.dtype.numpy) or v.shape != shape or not v.flags.c_contiguous:
+                    raise ShapeError(f"argument {a.name!r}: expected a C-contiguous {np.dtype(a.dtype.numpy).name} {shape}, got {v.dtype.name} {v.shape}")
+                buf = drv.mem_alloc(max(v.nbytes, 1))
+                drv.memcpy_htod(buf, v)
+                pointers[a.name] = buf
+                if self._writes(a.name):
+                    copies.append((v, buf))
+            else:
+                raise ShapeError(f"argument {a.name!r}: expected a numpy array or a device array, got {type(v).__name__}")
+        pointers.update(self._temps(sizes))
+
+        def launch(step: Launch, grid: tuple[int, ...], block: tuple[int, ...], env: Mapping[str, int]) -> None:
+            _check_extents(step, grid, block)
+            args = [_argument(a, pointers, scalars, env) for a in step.args]
+            self._functions[step.kernel].prepared_call(_pad3(grid), _pad3(block), *args)
+
+        run_host_plan(self.plan, launch, sizes)
+        for host, buf in copies:
+            drv.memcpy_dtoh(host, buf)  # synchronises with the launches before it
+        drv.Context.synchronize()
+
+    def _writes(self, name: str) -> bool:
+        return any(a.name == name and a.written for la in self.plan.launches() for a in la.args)
+
+    def _temps(self, sizes: Mapping[str, int]) -> dict[str, Any]:
+        """Device buffers of the temporaries the kernels take (arrays that are not in the signature)."""
+        import pycuda.driver as drv
+
+        key = tuple(sorted(sizes.items()))
+        if key not in self._temporaries:
+            given = {a.name for a in self.code.signature}
+            out = {}
+            for name, array in self.arrays.items():
+                if name not in given:
+                    count = int(np.prod(array.concrete_shape(sizes), dtype=np.int64))
+                    out[name] = drv.mem_alloc(max(count * np.dtype(array.dtype.numpy).itemsize, 1))
+            self._temporaries[key] = out
+        return self._temporaries[key]
+
+
+def _format(a: KernelArg) -> str:
+    if a.kind == "array":
+        return "P"
+    if a.kind == "scalar":
+        return _FORMAT[a.dtype.name]
+    return "q"
+
+
+def _argument(a: KernelArg, pointers: Mapping[str, Any], scalars: Mapping[str, Any], env: Mapping[str, int]) -> Any:
+    if a.kind == "array":
+        return pointers[a.name]
+    if a.kind == "scalar":
+        return np.dtype(a.dtype.numpy).type(scalars[a.name])
+    return np.int64(env[a.name])
+
+
+def _pad3(extents: Sequence[int]) -> tuple[int, int, int]:
+    e = tuple(int(x) for x in extents) + (1, 1, 1)
+    return (e[0], e[1], e[2])
+
+
+def _check_extents(step: Launch, grid: tuple[int, ...], block: tuple[int, ...]) -> None:
+    if len(grid) > 3 or len(block) > 3 or int(np.prod(block)) > MAX_THREADS or any(g > m for g, m in zip(grid, MAX_GRID)):
+        raise CodegenError(f"kernel {step.kernel}: launch grid {grid} block {block} exceeds CUDA's limits")
+
+
+def _device_pointer(name: str, value: Any, dtype: np.dtype, shape: tuple[int, ...]) -> int:
+    """The device address of a ``__cuda_array_interface__`` array, after checking it matches."""
+    iface = value.__cuda_array_interface__
+    got_shape = tuple(int(s) for s in iface["shape"])
+    got_dtype = np.dtype(iface["typestr"])
+    if got_dtype != dtype or got_shape != shape:
+        raise ShapeError(f"argument {name!r}: expected a device array {dtype.name} {shape}, got {got_dtype.name} {got_shape}")
+    strides = iface.get("strides")
+    if strides is not None:
+        expected = tuple(int(np.prod(got_shape[k + 1 :], dtype=np.int64)) * dtype.itemsize for k in range(len(got_shape)))
+        if any(s != e for s, e, n in zip(strides, expected, got_shape) if n > 1):
+            raise ShapeError(f"argument {name!r}: expected a C-contiguous device array, got strides {tuple(strides)}")
+    ptr, readonly = iface["data"]
+    return int(ptr)

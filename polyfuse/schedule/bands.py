@@ -1,0 +1,135 @@
+"""Schedule-tree helpers shared by the scheduling passes: isl option scopes, prefix maps, and the
+coincidence / permutability flags of bands computed from the dependences.
+
+Privatisation is part of every question asked here. An anti or output dependence on a temporary ``X``
+does not constrain a loop ``L`` when every flow dependence of ``X`` stays inside one iteration of the
+schedule prefix through ``L`` (each iteration then gets its own copy of ``X``; see ``privatize.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import islpy as isl
+
+from polyfuse.schedule.deps import Dep
+
+T = isl.schedule_node_type
+
+
+@contextmanager
+def isl_options(**options: int) -> Iterator[None]:
+    """Set isl context options (``schedule_outer_coincidence=1`` ...) and restore them afterwards.
+
+    Every polyfuse object lives in ``isl.DEFAULT_CONTEXT``, so the options are set there for the duration
+    of one call and put back even when isl raises.
+    """
+    ctx = isl.DEFAULT_CONTEXT
+    saved = {k: getattr(ctx, f"get_{k}")() for k in options}
+    try:
+        for k, v in options.items():
+            getattr(ctx, f"set_{k}")(v)
+        yield
+    finally:
+        for k, v in saved.items():
+            getattr(ctx, f"set_{k}")(v)
+
+
+def member_map(node: isl.ScheduleNode, k: int) -> isl.UnionMap:
+    """Member ``k`` of a band node as a union map (restricted to the instances reaching the node)."""
+    upa = node.band_get_partial_schedule().get_at(k)
+    return isl.UnionMap.from_union_pw_aff(upa).intersect_domain(node.get_domain())
+
+
+def prefix_through(node: isl.ScheduleNode, n: int) -> isl.UnionMap:
+    """The schedule prefix above ``node`` followed by its first ``n`` band members."""
+    p = node.get_prefix_schedule_union_map().intersect_domain(node.get_domain())
+    for k in range(n):
+        p = p.flat_range_product(member_map(node, k))
+    return p
+
+
+def same_value(p: isl.UnionMap) -> isl.UnionMap:
+    """``{ s -> t : p(s) = p(t) }``."""
+    return p.apply_range(p.reverse())
+
+
+class DepView:
+    """The dependences of one program, split the way the band questions need them."""
+
+    def __init__(self, deps: tuple[Dep, ...], temps: frozenset[str], space: isl.Space, privatize: bool) -> None:
+        self.deps = deps
+        self.space = space
+        self.privatize = privatize
+        self.temps = temps if privatize else frozenset()
+
+    def union(self, kinds, arrays=None, exclude=()) -> isl.UnionMap:
+        out = isl.UnionMap.empty(self.space)
+        for d in self.deps:
+            if d.kind in kinds and (arrays is None or d.array in arrays) and d.array not in exclude:
+                out = out.union(isl.UnionMap.from_map(d.relation))
+        return out
+
+    def privatizable(self, prefix: isl.UnionMap) -> frozenset[str]:
+        """The temporaries whose every flow dependence stays inside one iteration of ``prefix``."""
+        eq = same_value(prefix)
+        return frozenset(x for x in self.temps if self.union(("flow",), (x,)).is_subset(eq))
+
+    def constraining(self, prefix_full: isl.UnionMap) -> isl.UnionMap:
+        """The dependences that still constrain a loop whose full prefix is ``prefix_full``."""
+        free = self.privatizable(prefix_full)
+        return self.union(("flow",)).union(self.union(("anti", "output"), exclude=free))
+
+
+def annotate(node: isl.ScheduleNode, view: DepView) -> isl.ScheduleNode:
+    """Set the coincident and permutable flags of every band below ``node`` from the dependences, after
+    merging each chain of nested single-child bands into one band where the merged band is permutable."""
+    if node.get_type() == T.band:
+        node = _merge_chain(node, view)
+        node = _flag(node, view)
+    for k in range(node.n_children()):
+        node = annotate(node.child(k), view).parent()
+    return node
+
+
+def _merge_chain(node: isl.ScheduleNode, view: DepView) -> isl.ScheduleNode:
+    while node.n_children() == 1 and node.child(0).get_type() == T.band:
+        inner = node.child(0)
+        merged = node.band_get_partial_schedule().flat_range_product(inner.band_get_partial_schedule())
+        candidate = inner.delete().parent().delete().insert_partial_schedule(merged)
+        if not _permutable(candidate, view):
+            break
+        node = candidate
+    return node
+
+
+def _flag(node: isl.ScheduleNode, view: DepView) -> isl.ScheduleNode:
+    node = node.band_set_permutable(1 if _permutable(node, view) else 0)
+    for k in range(node.band_n_member()):
+        node = node.band_member_set_coincident(k, 1 if coincident(node, k, view) else 0)
+    return node
+
+
+def _active(node: isl.ScheduleNode, deps: isl.UnionMap, prefix: isl.UnionMap) -> isl.UnionMap:
+    dom = node.get_domain()
+    return deps.intersect_domain(dom).intersect_range(dom).intersect(same_value(prefix))
+
+
+def coincident(node: isl.ScheduleNode, k: int, view: DepView) -> bool:
+    """Whether member ``k`` of a band carries no dependence (distance 0 for all deps not carried outside)."""
+    outer = prefix_through(node, k)
+    deps = view.constraining(prefix_through(node, k + 1))
+    active = _active(node, deps, outer)
+    return active.is_subset(same_value(member_map(node, k)))
+
+
+def _permutable(node: isl.ScheduleNode, view: DepView) -> bool:
+    outer = prefix_through(node, 0)
+    deps = view.constraining(prefix_through(node, node.band_n_member()))
+    active = _active(node, deps, outer)
+    for k in range(node.band_n_member()):
+        m = member_map(node, k)
+        if not active.is_subset(m.lex_le_union_map(m)):
+            return False
+    return True

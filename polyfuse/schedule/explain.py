@@ -1,0 +1,83 @@
+"""Why neighbouring kernels were or were not fused: the decisions ``Schedule.explain()`` prints.
+
+For two neighbouring kernels under ``fusion="max"`` or ``"smart"``, the two groups of statements are
+scheduled again on their own with the same policy. If they still end up in separate kernels, each
+dependence between the groups is tried alone (with the dependences inside each group): the first one that
+by itself keeps them apart is named as the blocking dependence. Under ``"none"``, ``"min"`` or an explicit
+schedule the policy is the reason.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from polyfuse.ir.program import Program
+from polyfuse.schedule.bands import DepView
+from polyfuse.schedule.mapping import KernelInfo, split, statements_of
+from polyfuse.schedule.model import FusionDecision
+from polyfuse.schedule.scheduler import base_tree
+
+_POLICY = {
+    "none": "fusion='none' keeps the source order: each loop nest is its own kernel",
+    "min": "fusion='min' gives each strongly connected component of the dependence graph its own loop nest",
+    "explicit": "the explicit schedule given by the user places them apart",
+}
+
+
+def decisions(prog: Program, fusion: str, kernels: tuple[KernelInfo, ...], view: DepView) -> tuple[FusionDecision, ...]:
+    out: list[FusionDecision] = []
+    for k in kernels:
+        if len(k.kernel.statements) > 1:
+            how = _POLICY.get(fusion, f"fusion={fusion!r}")
+            reason = "one kernel in the explicit schedule" if fusion == "explicit" else f"fused by isl's scheduler under fusion={fusion!r}"
+            if fusion == "none":
+                reason = "they share the outermost parallel loop of the source"
+            out.append(FusionDecision(k.kernel.statements[:1], k.kernel.statements[1:], True, f"{k.kernel.name}: {reason}" if how else reason))
+    for a, b in zip(kernels, kernels[1:]):
+        first, second = a.kernel.statements, b.kernel.statements
+        if fusion in _POLICY:
+            reason = _POLICY[fusion]
+            blocker = _blocker(prog, "max", view, first, second)
+            if blocker:
+                reason += f"; fusing them is also blocked by {blocker}"
+        else:
+            reason = _blocker(prog, fusion, view, first, second) or (
+                "isl's whole-program schedule placed them apart (alone, the two groups could be fused)"
+            )
+        out.append(FusionDecision(first, second, False, reason))
+    return tuple(out)
+
+
+def describe(prog: Program, dep) -> str:
+    src, snk = prog.statement(dep.source), prog.statement(dep.sink)
+    return (f"the {dep.kind} dependence on {dep.array!r} from {dep.source} ({src.text!r}, line {src.line}) "
+            f"to {dep.sink} ({snk.text!r}, line {snk.line})")
+
+
+def _blocker(prog: Program, fusion: str, view: DepView, first, second) -> str | None:
+    group = set(first) | set(second)
+    inner = tuple(d for d in view.deps if {d.source, d.sink} <= set(first) or {d.source, d.sink} <= set(second))
+    across = [d for d in view.deps if d.source in group and d.sink in group and d not in inner]
+    if _fusable(prog, fusion, view, group, inner + tuple(across)):
+        return None
+    for d in across:
+        if not _fusable(prog, fusion, view, group, inner + (d,)):
+            return describe(prog, d) + " (no fused schedule keeps the outer loop parallel and respects it)"
+    return "the combination of the dependences between them: " + "; ".join(describe(prog, d) for d in across)
+
+
+def _fusable(prog: Program, fusion: str, view: DepView, group: set[str], deps) -> bool:
+    sub = DepView(tuple(deps), view.temps, view.space, view.privatize)
+    domain = isl.UnionSet.empty(prog.context.get_space())
+    for s in prog.statements:
+        if s.name in group:
+            domain = domain.union(isl.UnionSet.from_set(s.domain))
+    tree = base_tree(prog, fusion, sub, domain)
+    found: list[tuple[str, ...]] = []
+
+    def record(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        found.append(statements_of(node))
+        return node
+
+    split(tree.get_root(), record)
+    return len(found) == 1

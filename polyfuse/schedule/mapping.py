@@ -1,0 +1,183 @@
+"""Host/kernel split, kernel marks, and the C parallel / CUDA grid and block mapping.
+
+Walking the tree from the root (:func:`split`):
+
+* a band whose first member is parallel (coincident) starts a kernel;
+* a band whose leading members carry dependences stays on the host (a *host loop*, e.g. a stencil's
+  time loop or LU's pivot loop) when something below it is parallel: its non-parallel leading members
+  are split off and the walk goes on below; otherwise the whole subtree is one sequential kernel;
+* sequences and sets of independent subtrees become several kernels, one per child;
+* a statement reached with no band at all gets a kernel of its own (CUDA: grid (1,), block (1,)).
+
+Inside a kernel (:func:`map_kernel`), with the marks of ``model.py``:
+
+* C: ``kernel`` mark -> ``parallel`` mark -> the (tiled) band whose first member is parallel; a sequential
+  kernel has only the ``kernel`` mark (above its band, tiled when permutable).
+* CUDA: ``kernel`` mark -> ``grid`` mark -> tile band (exactly the mapped members, outermost first;
+  the innermost maps to ``blockIdx.x``) -> ``block`` mark -> point band (the same members, to
+  ``threadIdx``) -> the rest of the kernel, sequential in each thread. A sequential kernel has no grid or
+  block mark and is launched as grid (1,), block (1,).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polyfuse.ir.program import Program
+from polyfuse.schedule.bands import T, member_map, prefix_through
+from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
+from polyfuse.schedule.tiling import sizes_for, tile_band
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A kernel and the maps its legality and contraction are judged with.
+
+    ``outer`` maps each instance to the schedule prefix above the parallel members, ``thread`` to the
+    prefix through them (the identity of the thread that runs it); both ``None`` for a sequential kernel.
+    ``flat_depth`` is the number of dimensions of ``tree.get_map()`` that precede the kernel's first
+    non-thread loop (thread dimensions included).
+    """
+
+    kernel: Kernel
+    domain: isl.UnionSet
+    outer: isl.UnionMap | None
+    thread: isl.UnionMap | None
+    flat_depth: int
+
+
+def split(node: isl.ScheduleNode, make_kernel: Callable[[isl.ScheduleNode], isl.ScheduleNode]) -> isl.ScheduleNode:
+    """Apply ``make_kernel`` at every kernel root below ``node``; returns the node at the same position."""
+    kind = node.get_type()
+    if kind == T.leaf:
+        return make_kernel(node)
+    if kind == T.band:
+        lead = _leading_sequential(node)
+        if lead == 0:
+            return make_kernel(node)
+        if not _has_parallel(node):
+            return make_kernel(node)
+        if lead < node.band_n_member():
+            node = node.band_split(lead)
+        return split(node.child(0), make_kernel).parent()
+    for k in range(node.n_children()):
+        node = split(node.child(k), make_kernel).parent()
+    return node
+
+
+def statements_of(node: isl.ScheduleNode) -> tuple[str, ...]:
+    names: list[str] = []
+    node.get_domain().foreach_set(lambda s: names.append(s.get_tuple_name()))
+    return tuple(sorted(set(names), key=lambda n: (len(n), n)))
+
+
+class Mapper:
+    """Builds the kernels of one tree for one target (the ``make_kernel`` callback of :func:`split`)."""
+
+    def __init__(self, prog: Program, target: str, tile, params: Mapping[str, int] | None) -> None:
+        self.prog = prog
+        self.target = target
+        self.tile = tile
+        self.params = params
+        self.kernels: list[KernelInfo] = []
+
+    def __call__(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
+        name = f"kernel{len(self.kernels)}"
+        stmts = statements_of(node)
+        domain = node.get_domain()
+        flat = flat_depth(node)
+        if node.get_type() == T.band and node.band_member_get_coincident(0):
+            n_par = _leading_parallel(node)
+            sizes = sizes_for(self.tile, self.target, stmts, node.band_n_member(), n_par)
+            if not node.band_get_permutable():
+                sizes = sizes[: max(n_par, 1) if self.target == "cuda" else 1]  # strip-mining parallel members is always legal
+            if self.target == "cuda":
+                return self._cuda(node, name, stmts, domain, flat, sizes)
+            node = tile_band(node, sizes)
+            outer, thread = prefix_through(node, 0), prefix_through(node, 1)
+            kernel = Kernel(name, stmts, parallel_depth=1)
+            self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat + 1))
+            node = node.insert_mark(isl.Id(PARALLEL_MARK))
+            return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
+        launch = ((1,), (1,)) if self.target == "cuda" else ((), ())
+        kernel = Kernel(name, stmts, grid=launch[0], block=launch[1])
+        if self.target == "c" and node.get_type() == T.band and node.band_get_permutable():
+            node = tile_band(node, sizes_for(self.tile, "c", stmts, node.band_n_member(), 0))
+        self.kernels.append(KernelInfo(kernel, domain, None, None, flat))
+        return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
+
+    def _cuda(self, node, name, stmts, domain, flat, sizes) -> isl.ScheduleNode:
+        n = len(sizes)
+        node = tile_band(node, sizes)  # tile band: exactly the n mapped members
+        point = node.child(0)
+        grid = tuple(reversed([self._extent(node, k) for k in range(n)]))
+        block = tuple(reversed([min(s, self._extent(point, k) or s) for k, s in enumerate(sizes)]))
+        outer, thread = prefix_through(node, 0), prefix_through(point, n)
+        kernel = Kernel(name, stmts, grid=grid, block=block, parallel_depth=n)
+        self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat + 2 * n))
+        node = point.insert_mark(isl.Id(BLOCK_MARK)).parent()
+        node = node.insert_mark(isl.Id(GRID_MARK))
+        return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
+
+    def _extent(self, node: isl.ScheduleNode, k: int) -> int:
+        """``max + 1`` of band member ``k`` over the node's instances at the given sizes; 0 if unknown."""
+        if self.params is None:
+            return 0
+        rng = member_map(node, k).intersect_params(self._param_values()).range()
+        if rng.is_empty():
+            return 1
+        s = isl.Set.from_union_set(rng)
+        hi = s.dim_max_val(0)
+        if not hi.is_int():
+            return 0
+        return int(hi.to_python()) + 1
+
+    def _param_values(self) -> isl.Set:
+        ctx = self.prog.context
+        fixed = isl.Set.universe(ctx.get_space())
+        for k, p in enumerate(ctx.get_space().get_var_names(isl.dim_type.param)):
+            if self.params is not None and p in self.params:
+                fixed = fixed.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(ctx.get_ctx(), int(self.params[p])))
+        return fixed & ctx
+
+
+def flat_depth(node: isl.ScheduleNode) -> int:
+    """How many dimensions of the flattened schedule (``Schedule.get_map``) lie above ``node``: each band
+    member counts one, each sequence or set node one (the position of the child)."""
+    depth = 0
+    for g in range(1, node.get_tree_depth() + 1):
+        anc = node.ancestor(g)
+        if anc.get_type() == T.band:
+            depth += anc.band_n_member()
+        elif anc.get_type() in (T.sequence, T.set):
+            depth += 1
+    return depth
+
+
+def _leading_sequential(node: isl.ScheduleNode) -> int:
+    n = 0
+    while n < node.band_n_member() and not node.band_member_get_coincident(n):
+        n += 1
+    return n
+
+
+def _leading_parallel(node: isl.ScheduleNode) -> int:
+    n = 0
+    while n < node.band_n_member() and node.band_member_get_coincident(n):
+        n += 1
+    return n
+
+
+def _has_parallel(node: isl.ScheduleNode) -> bool:
+    found = [False]
+
+    def visit(n: isl.ScheduleNode) -> bool:
+        if n.get_type() == T.band and any(n.band_member_get_coincident(k) for k in range(n.band_n_member())):
+            found[0] = True
+        return not found[0]
+
+    node.foreach_descendant_top_down(visit)
+    return found[0]

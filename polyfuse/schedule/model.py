@@ -1,0 +1,101 @@
+"""The value the scheduler produces and the code generators consume.
+
+A :class:`Schedule` is the program plus an isl schedule tree that says, for every statement instance,
+when and where it runs. The tree follows these conventions, which are the whole contract between
+``schedule/`` and ``codegen/``:
+
+* A **mark node named** ``"kernel"`` (its ``isl.Id`` user object is the :class:`Kernel`) sits above the
+  subtree of each kernel. Everything above kernel marks is host code: sequences and *host loops* (bands
+  that carry dependences around kernel launches, e.g. a stencil's time loop). Every statement lies under
+  exactly one kernel mark.
+* Inside a kernel, a mark named ``"parallel"`` sits above a band whose first member is parallel
+  (coincident and legal to run concurrently): the C backend emits ``#pragma omp parallel for`` on the
+  outermost loop printed from it.
+* For the CUDA target, a mark named ``"grid"`` sits above the band whose first ``len(kernel.grid)``
+  members map to ``blockIdx.x, .y, .z`` (innermost member to ``.x``), and a mark named ``"block"`` above
+  the band whose first ``len(kernel.block)`` members map to ``threadIdx`` likewise. Loops below those are
+  sequential inside a thread. Each mapped loop runs ``0 <= v < extent`` and the printer guards partial
+  tiles.
+* Arrays in ``contracted`` get no global buffer: each is a per-thread private scalar (C: declared inside the
+  parallel loop body; CUDA: a register). The scheduler contracts an array only when every value written is
+  read by the same thread before the next write, and nothing reads it after the program.
+
+Sizes (``params``) are concrete when given; grid and block extents are then numbers, otherwise they are
+left for the runtime to compute from the isl schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import islpy as isl
+
+from polyfuse.ir.program import Program
+
+KERNEL_MARK = "kernel"
+PARALLEL_MARK = "parallel"
+GRID_MARK = "grid"
+BLOCK_MARK = "block"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel: a group of fused statements launched (CUDA) or run (C) as one loop nest.
+
+    ``grid`` and ``block`` are CUDA launch extents at the schedule's sizes (innermost dimension first, as
+    CUDA's x, y, z); both are ``()`` for the C target. ``shared_bytes`` is the static shared memory used.
+    """
+
+    name: str
+    statements: tuple[str, ...]
+    grid: tuple[int, ...] = ()
+    block: tuple[int, ...] = ()
+    shared_bytes: int = 0
+    parallel_depth: int = 0
+
+
+@dataclass(frozen=True)
+class FusionDecision:
+    """Why two neighbouring groups of statements were or were not fused (for ``explain()``)."""
+
+    first: tuple[str, ...]
+    second: tuple[str, ...]
+    fused: bool
+    reason: str
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """A program with a legal schedule tree and the kernel plan read off it."""
+
+    program: Program
+    tree: isl.Schedule
+    target: str
+    fusion: str
+    kernels: tuple[Kernel, ...]
+    contracted: frozenset[str] = frozenset()
+    params: Mapping[str, int] = field(default_factory=dict)
+    tile: Any = None
+    decisions: tuple[FusionDecision, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+    def explain(self) -> str:
+        """For each pair of neighbouring kernels, why they were or were not fused."""
+        lines = [f"schedule of {self.program.name}: {len(self.kernels)} kernel(s), fusion={self.fusion}, target={self.target}"]
+        for k in self.kernels:
+            lines.append(f"  {k.name}: {', '.join(k.statements)}" + (f"  grid={k.grid} block={k.block}" if k.grid else ""))
+        for d in self.decisions:
+            verdict = "fused" if d.fused else "not fused"
+            lines.append(f"  {'+'.join(d.first)} | {'+'.join(d.second)}: {verdict}: {d.reason}")
+        if self.contracted:
+            lines.append(f"  contracted (no global buffer): {', '.join(sorted(self.contracted))}")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.explain() + "\n" + str(self.tree.get_root())

@@ -1,0 +1,88 @@
+"""Array contraction: temporaries that live in one scalar per thread instead of a global buffer.
+
+A temporary ``X`` (role ``temp``: never read before the program writes it, never read after) is
+contracted when, for the one kernel that accesses it, there is a depth ``d`` of the flattened schedule
+``F`` (``tree.get_map()``) at or below the kernel's thread dimensions such that, with ``P_d`` the first
+``d`` dimensions of ``F``:
+
+1. every flow dependence of ``X`` links instances with equal ``P_d`` (each value is produced and consumed
+   in one iteration of ``P_d``, hence by one thread), and
+2. all accesses of ``X`` made in one iteration of ``P_d`` touch one element (``P_d^-1 . A_X`` is
+   single-valued).
+
+Then each thread needs one scalar, reused by its successive ``P_d`` iterations (they run one after the
+other), and the schedule is legal if it orders the anti and output dependences of ``X`` *within* each
+``P_d`` iteration: :func:`polyfuse.analysis.legality.check_schedule` is given ``P_d`` as ``X``'s
+privatisation map. The largest such ``d`` is taken (fewest ordering constraints left).
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from polyfuse.ir.program import Program
+from polyfuse.schedule.bands import DepView, same_value
+from polyfuse.schedule.mapping import KernelInfo
+
+
+def temporaries(prog: Program) -> frozenset[str]:
+    return frozenset(n for n, a in prog.arrays.items() if a.role == "temp")
+
+
+def contract(prog: Program, tree: isl.Schedule, kernels: tuple[KernelInfo, ...], view: DepView) -> dict[str, isl.UnionMap]:
+    """The contracted temporaries, each with its privatisation map ``P_d`` (see the module docstring)."""
+    flat = tree.get_map()
+    out: dict[str, isl.UnionMap] = {}
+    for x in sorted(temporaries(prog)):
+        users = _accessing(prog, x)
+        homes = [k for k in kernels if all(_in(k.domain, s) for s in users)]
+        if len(homes) != 1:
+            continue
+        home = homes[0]
+        dom = isl.UnionSet.empty(prog.context.get_space())
+        for s in prog.statements:
+            if s.name in users:
+                dom = dom.union(isl.UnionSet.from_set(s.domain))
+        f = flat.intersect_domain(dom)
+        width = _width(f)
+        flow = view.union(("flow",), arrays=(x,))
+        acc = prog.access_relations(("read", "write", "update")).intersect_range(_array_universe(prog, x))
+        for d in range(width, home.flat_depth - 1, -1):
+            p = _truncate(f, d)
+            if flow.is_subset(same_value(p)) and p.reverse().apply_range(acc).is_single_valued():
+                out[x] = p
+                break
+    return out
+
+
+def _accessing(prog: Program, array: str) -> set[str]:
+    return {s.name for s in prog.statements if any(a.array == array for a in s.accesses)}
+
+
+def _in(domain: isl.UnionSet, stmt: str) -> bool:
+    names: list[str] = []
+    domain.foreach_set(lambda s: names.append(s.get_tuple_name()))
+    return stmt in names
+
+
+def _width(umap: isl.UnionMap) -> int:
+    maps: list[isl.Map] = []
+    umap.foreach_map(maps.append)
+    return max((m.dim(isl.dim_type.out) for m in maps), default=0)
+
+
+def _truncate(umap: isl.UnionMap, d: int) -> isl.UnionMap:
+    maps: list[isl.Map] = []
+    umap.foreach_map(maps.append)
+    out = None
+    for m in maps:
+        n = m.dim(isl.dim_type.out)
+        u = isl.UnionMap.from_map(m.project_out(isl.dim_type.out, d, n - d) if n > d else m)
+        out = u if out is None else out.union(u)
+    return out
+
+
+def _array_universe(prog: Program, array: str) -> isl.UnionSet:
+    ndim = prog.arrays[array].ndim
+    space = isl.Space.create_from_names(isl.DEFAULT_CONTEXT, set=[f"a{k}" for k in range(ndim)], params=list(prog.params))
+    return isl.UnionSet.from_set(isl.Set.universe(space).set_tuple_name(array))

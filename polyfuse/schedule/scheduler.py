@@ -1,0 +1,103 @@
+"""The base schedule tree of a program under a fusion policy, or from a user's explicit schedule.
+
+Policies (isl's scheduler, options set on ``isl.DEFAULT_CONTEXT`` for one call and restored):
+
+* ``"none"``: the source-order tree (``prog.schedule``), unchanged;
+* ``"min"``: isl with ``schedule_serialize_sccs=1``: every strongly connected component of the
+  dependence graph gets its own loop nest (minimal fusion);
+* ``"max"``: isl with ``schedule_whole_component=1``: each connected component is scheduled as a whole,
+  fusing everything that can be fused (with shifts), even at the cost of outer parallelism;
+* ``"smart"``: maximal fusion that keeps parallelism: ``schedule_whole_component=1`` with
+  ``schedule_outer_coincidence=1`` (an outer band member that is not parallel makes isl split the
+  component instead). A later traffic model will make ``"smart"`` decide by bytes moved.
+
+With ``privatize=True`` the temporaries' anti and output dependences become *conditional* validity
+constraints (isl's live-range reordering, as PPCG does): they may be violated where the flow dependences
+of the same temporary are local, which is legal once each iteration gets a private copy.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from polyfuse.analysis.legality import padded_schedule_map
+from polyfuse.errors import PolyfuseError
+from polyfuse.ir.program import Program
+from polyfuse.schedule.bands import DepView, annotate, isl_options
+
+FUSION_POLICIES = ("none", "min", "max", "smart")
+
+_OPTIONS = {
+    "min": dict(schedule_serialize_sccs=1, schedule_whole_component=0, schedule_outer_coincidence=0),
+    "max": dict(schedule_serialize_sccs=0, schedule_whole_component=1, schedule_outer_coincidence=0,
+                schedule_maximize_coincidence=0),
+    "smart": dict(schedule_serialize_sccs=0, schedule_whole_component=1, schedule_outer_coincidence=1,
+                  schedule_maximize_coincidence=1),
+}
+
+
+def base_tree(prog: Program, fusion: str, view: DepView, domain: isl.UnionSet | None = None) -> isl.Schedule:
+    """The annotated schedule tree of ``prog`` (or of the statements in ``domain``) under ``fusion``."""
+    if fusion not in FUSION_POLICIES:
+        raise PolyfuseError(f"unknown fusion policy {fusion!r}; expected one of {', '.join(FUSION_POLICIES)}")
+    if fusion == "none":
+        tree = prog.schedule if domain is None else prog.schedule.intersect_domain(domain)
+    else:
+        tree = isl_tree(prog, fusion, view, domain)
+    return annotate(tree.get_root(), view).get_schedule()
+
+
+def isl_tree(prog: Program, fusion: str, view: DepView, domain: isl.UnionSet | None = None) -> isl.Schedule:
+    dom = prog.domains if domain is None else domain
+    flow = view.union(("flow",))
+    temp_order = view.union(("anti", "output"), arrays=view.temps)
+    validity = flow.union(view.union(("anti", "output"), exclude=view.temps))
+    sc = isl.ScheduleConstraints.on_domain(dom).set_context(prog.context)
+    sc = sc.set_validity(validity).set_proximity(flow).set_coincidence(validity)
+    if view.privatize and not temp_order.is_empty():
+        sc = sc.set_conditional_validity(view.union(("flow",), arrays=view.temps), temp_order)
+    with isl_options(**_OPTIONS[fusion]):
+        return sc.compute_schedule()
+
+
+def user_tree(prog: Program, spec, view: DepView) -> isl.Schedule:
+    """The annotated tree of an explicit schedule: an ``isl.Schedule``, an ``isl.UnionMap`` / ``isl.Map``,
+    or a string holding an isl union map such as ``"[N] -> { S0[i] -> [i, 0]; S1[i] -> [i, 1] }"``."""
+    if isinstance(spec, str):
+        try:
+            spec = isl.UnionMap(spec)
+        except isl.Error as e:
+            raise PolyfuseError(f"cannot parse the schedule {spec!r} as an isl union map: {e}") from None
+    if isinstance(spec, isl.Map):
+        spec = isl.UnionMap.from_map(spec)
+    if isinstance(spec, isl.Schedule):
+        tree = spec.intersect_domain(prog.domains)
+    elif isinstance(spec, isl.UnionMap):
+        tree = _tree_from_map(prog, spec)
+    else:
+        raise PolyfuseError(f"schedule= takes an isl.Schedule, an isl.UnionMap or a string, not {type(spec).__name__}")
+    return annotate(tree.get_root(), view).get_schedule()
+
+
+def _tree_from_map(prog: Program, umap: isl.UnionMap) -> isl.Schedule:
+    names = {s.name for s in prog.statements}
+    maps: list[isl.Map] = []
+    umap.foreach_map(maps.append)
+    unknown = sorted({m.get_tuple_name(isl.dim_type.in_) for m in maps} - names)
+    if unknown:
+        raise PolyfuseError(f"the schedule names statements that {prog.name} does not have: {', '.join(unknown)}")
+    umap = padded_schedule_map(umap.intersect_domain(prog.domains))
+    missing = prog.domains.subtract(umap.domain())
+    if not missing.is_empty():
+        raise PolyfuseError(f"the schedule does not cover every instance of {prog.name}: {missing}")
+    if not umap.is_single_valued():
+        raise PolyfuseError("the schedule must map each statement instance to a single time")
+    mupa = isl.MultiUnionPwAff.from_union_map(umap)
+    tree = isl.Schedule.from_domain(prog.domains)
+    if mupa.dim(isl.dim_type.set) == 0:
+        return tree
+    node = tree.get_root().child(0).insert_partial_schedule(mupa)
+    # One band per member; annotate() merges back the permutable runs.
+    while node.band_n_member() > 1:
+        node = node.band_split(1).child(0)
+    return node.get_schedule()

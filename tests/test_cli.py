@@ -1,0 +1,310 @@
+"""The ``polyfuse`` command: ``show`` and ``deps`` on the example corpus, and the exit-status contract.
+
+Most tests call ``main(argv)`` in-process and read stdout/stderr with capsys; a few run
+``python -m polyfuse`` in a subprocess to check what a user sees: exit codes and a single error line with
+no traceback. DOT output is read back with a real DOT parser (pydot), JSON with ``json.loads``.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pydot
+import pytest
+
+import examples.kernels as K
+import polyfuse
+from polyfuse.cli.commands import REGISTRY
+from polyfuse.cli.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "examples" / "kernels.py"
+PACKAGE_DIR = str(Path(polyfuse.__file__).resolve().parent)
+
+
+def run_cli(capsys, *argv):
+    """``(status, stdout, stderr)`` of ``polyfuse argv...`` run in-process."""
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def run_module(*argv, cwd=ROOT):
+    """``python -m polyfuse argv...`` in a subprocess."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "polyfuse", *map(str, argv)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def target(name):
+    return f"{KERNELS}::{name}"
+
+
+def write(tmp_path, name, source):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+BAD_PROGRAM = """\
+    import polyfuse as pf
+
+    N = pf.params("N")
+
+
+    @pf.program
+    def squares(A: pf.f32[N]):
+        for i in range(N):
+            A[i * i] = 1.0
+"""
+BAD_LINE = 9  # the line of `A[i * i] = 1.0` above
+
+TWO_PROGRAMS = """\
+    import polyfuse as pf
+
+    N = pf.params("N")
+
+
+    @pf.program
+    def first(A: pf.f32[N], B: pf.f32[N]):
+        for i in range(N):
+            B[i] = A[i] + 1.0
+
+
+    @pf.program
+    def second(A: pf.f32[N], B: pf.f32[N]):
+        for i in range(N):
+            B[i] = A[i] * 2.0
+
+
+    alias = first
+    not_a_program = 42
+"""
+
+
+# ----- show ---------------------------------------------------------------------------------------
+
+
+def test_show_prints_statements_domains_accesses_and_schedule(capsys):
+    status, out, err = run_cli(capsys, "show", target("add_exp"))
+    assert status == 0, err
+    assert err == ""
+    assert out.startswith("program add_exp(A, C)")
+    for piece in ("S0: B[i, j] = ", "S1: C[i, j] = exp(", "domain:", "write ", "read ", "source schedule:"):
+        assert piece in out
+    assert out.rstrip("\n") == str(K.add_exp)
+
+
+@pytest.mark.parametrize("prog", K.ALL, ids=lambda p: p.name)
+def test_show_every_example(capsys, prog):
+    status, out, err = run_cli(capsys, "show", target(prog.name))
+    assert status == 0, err
+    assert out.startswith(f"program {prog.name}(")
+    for stmt in prog.statements:
+        assert f"    {stmt.name}: " in out
+
+
+# ----- deps ---------------------------------------------------------------------------------------
+
+
+def test_deps_text_is_the_dependence_summary(capsys):
+    status, out, err = run_cli(capsys, "deps", target("jacobi_2d"))
+    assert status == 0, err
+    assert out.rstrip("\n") == str(K.jacobi_2d.dependences())
+    assert len(out.strip().splitlines()) == len(K.jacobi_2d.dependences())
+
+
+@pytest.mark.parametrize("name", ["add_exp", "jacobi_2d", "gemm", "lu"])
+def test_deps_dot_parses_with_one_edge_per_dependence(capsys, name):
+    status, out, err = run_cli(capsys, "deps", target(name), "--format", "dot")
+    assert status == 0, err
+    graphs = pydot.graph_from_dot_data(out)
+    assert graphs is not None and len(graphs) == 1
+    graph = graphs[0]
+    deps = list(getattr(K, name).dependences())
+    assert len(graph.get_edges()) == len(deps)
+    ends = sorted((e.get_source(), e.get_destination()) for e in graph.get_edges())
+    assert ends == sorted((d.source, d.sink) for d in deps)
+
+
+def test_deps_json_has_one_record_per_dependence(capsys):
+    status, out, err = run_cli(capsys, "deps", target("jacobi_2d"), "--format", "json")
+    assert status == 0, err
+    doc = json.loads(out)
+    records = doc["dependences"]
+    deps = list(K.jacobi_2d.dependences())
+    assert len(records) == len(deps)
+    for rec, d in zip(records, deps):
+        assert {"kind", "source", "sink", "array", "relation"} <= rec.keys()
+        assert (rec["kind"], rec["source"], rec["sink"], rec["array"]) == (d.kind, d.source, d.sink, d.array)
+        assert rec["source"] in rec["relation"] and rec["sink"] in rec["relation"]
+
+
+@pytest.mark.parametrize("kinds", [("flow",), ("anti",), ("output",), ("anti", "output"), ("flow", "anti", "output")])
+def test_deps_kind_filters(capsys, kinds):
+    status, out, err = run_cli(capsys, "deps", target("jacobi_2d"), "--format", "json", "--kind", ",".join(kinds))
+    assert status == 0, err
+    records = json.loads(out)["dependences"]
+    expected = [d for d in K.jacobi_2d.dependences() if d.kind in kinds]
+    assert [(r["kind"], r["source"], r["sink"], r["array"]) for r in records] == [
+        (d.kind, d.source, d.sink, d.array) for d in expected
+    ]
+    assert {r["kind"] for r in records} <= set(kinds)
+
+
+def test_deps_kind_flow_in_text_and_dot(capsys):
+    flow = [d for d in K.jacobi_2d.dependences() if d.kind == "flow"]
+    assert flow, "jacobi_2d has flow dependences"
+    status, out, _ = run_cli(capsys, "deps", target("jacobi_2d"), "--kind", "flow")
+    assert status == 0
+    lines = out.strip().splitlines()
+    assert len(lines) == len(flow) and all(line.startswith("flow") for line in lines)
+    status, out, _ = run_cli(capsys, "deps", target("jacobi_2d"), "--kind", "flow", "--format", "dot")
+    assert status == 0
+    assert len(pydot.graph_from_dot_data(out)[0].get_edges()) == len(flow)
+
+
+# ----- FILE[::NAME] resolution -------------------------------------------------------------------
+
+
+def test_file_without_name_and_one_program(capsys, tmp_path):
+    path = write(tmp_path, "one.py", TWO_PROGRAMS.split("@pf.program\n    def second")[0])
+    status, out, err = run_cli(capsys, "show", path)
+    assert status == 0, err
+    assert out.startswith("program first(A, B)")
+
+
+def test_file_without_name_and_several_programs_lists_them(capsys, tmp_path):
+    path = write(tmp_path, "two.py", TWO_PROGRAMS)
+    status, out, err = run_cli(capsys, "show", path)
+    assert status == 1
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("polyfuse: error: ")
+    assert "first" in err and "second" in err
+    assert "alias" not in err, "an alias of a program is not a second program"
+    assert run_cli(capsys, "show", f"{path}::second")[0] == 0
+    assert run_cli(capsys, "show", f"{path}::alias")[0] == 0
+
+
+def test_examples_corpus_without_name_lists_every_program(capsys):
+    status, _, err = run_cli(capsys, "deps", KERNELS)
+    assert status == 1
+    for prog in K.ALL:
+        assert prog.name in err
+
+
+@pytest.mark.parametrize("name, message", [("missing", "no program named 'missing'"), ("not_a_program", "not a pf.Program")])
+def test_unknown_or_wrong_name(capsys, tmp_path, name, message):
+    path = write(tmp_path, "two.py", TWO_PROGRAMS)
+    status, _, err = run_cli(capsys, "show", f"{path}::{name}")
+    assert status == 1
+    assert message in err and "first, second" in err
+    assert err.count("\n") == 1
+
+
+def test_missing_file(capsys, tmp_path):
+    status, out, err = run_cli(capsys, "show", tmp_path / "nowhere.py")
+    assert status == 1
+    assert out == ""
+    assert err == f"polyfuse: error: {tmp_path / 'nowhere.py'}: no such file\n"
+
+
+def test_c_file_needs_the_c_frontend(capsys, tmp_path):
+    path = write(tmp_path, "k.c", "void f(int n, float A[n]) {\n#pragma scop\n#pragma endscop\n}\n")
+    try:
+        import polyfuse.frontend.scop_c  # noqa: F401
+    except ImportError:
+        status, _, err = run_cli(capsys, "show", f"{path}::f")
+        assert status == 1
+        assert "C frontend" in err and err.count("\n") == 1
+    else:
+        pytest.skip("the C frontend exists; its own tests cover .c files")
+
+
+# ----- errors in the user's file -----------------------------------------------------------------
+
+
+def test_source_error_is_one_line_with_file_and_line(capsys, tmp_path):
+    path = write(tmp_path, "bad.py", BAD_PROGRAM)
+    status, out, err = run_cli(capsys, "show", f"{path}::squares")
+    assert status == 1
+    assert out == ""
+    assert err.startswith("polyfuse: error: ")
+    assert err.count("\n") == 1
+    assert f"bad.py:{BAD_LINE}:" in err
+    assert "i * i" in err
+    assert "Traceback" not in err and PACKAGE_DIR not in err
+
+
+def test_verbose_shows_the_whole_source_error(capsys, tmp_path):
+    path = write(tmp_path, "bad.py", BAD_PROGRAM)
+    for argv in (["-v", "show", path], ["show", path, "--verbose"]):
+        status, _, err = run_cli(capsys, *argv)
+        assert status == 1
+        lines = err.splitlines()
+        assert len(lines) > 1 and f"bad.py:{BAD_LINE}:" in lines[0]
+        assert "A[i * i] = 1.0" in err and "^" in lines[-1]
+
+
+def test_syntax_error_names_file_and_line(capsys, tmp_path):
+    path = write(tmp_path, "syn.py", "import polyfuse as pf\n\ndef f(:\n    pass\n")
+    status, _, err = run_cli(capsys, "deps", path)
+    assert status == 1
+    assert err.count("\n") == 1
+    assert f"{path}:3: SyntaxError" in err
+
+
+def test_exception_in_user_module_is_one_line(capsys, tmp_path):
+    path = write(tmp_path, "boom.py", "import polyfuse as pf\n\nsizes = {}\nN = sizes['N']\n")
+    status, _, err = run_cli(capsys, "show", path)
+    assert status == 1
+    assert err == f"polyfuse: error: {path}:4: KeyError: 'N'\n"
+
+
+def test_user_file_can_import_its_neighbours(capsys, tmp_path):
+    write(tmp_path, "sizes.py", "import polyfuse as pf\nN = pf.params('N')\n")
+    path = write(tmp_path, "user.py", TWO_PROGRAMS.replace('N = pf.params("N")', "from sizes import N"))
+    status, _, err = run_cli(capsys, "show", f"{path}::second")
+    assert status == 0, err
+
+
+# ----- usage and the command registry ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [[], ["frobnicate", "x.py"], ["show"], ["deps", "x.py", "--format", "svg"],
+                                  ["deps", "x.py", "--kind", "true"], ["deps", "x.py", "--kind", ""]])
+def test_bad_usage_exits_2(capsys, argv):
+    status, out, err = run_cli(capsys, *argv)
+    assert status == 2
+    assert "usage:" in err
+
+
+def test_help_lists_the_registered_commands(capsys):
+    status, out, _ = run_cli(capsys, "--help")
+    assert status == 0
+    assert {"show", "deps"} <= set(REGISTRY)
+    for name in REGISTRY:
+        assert name in out
+
+
+# ----- python -m polyfuse -------------------------------------------------------------------------
+
+
+def test_python_m_polyfuse_exit_codes(tmp_path):
+    ok = run_module("deps", "examples/kernels.py::add_exp", "--kind", "flow")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("flow") and "S0 -> S1" in ok.stdout
+
+    bad = write(tmp_path, "bad.py", BAD_PROGRAM)
+    failed = run_module("show", bad)
+    assert failed.returncode == 1
+    assert failed.stdout == ""
+    assert failed.stderr.count("\n") == 1 and f"bad.py:{BAD_LINE}:" in failed.stderr
+    assert "Traceback" not in failed.stderr and PACKAGE_DIR not in failed.stderr
+
+    assert run_module("show", tmp_path / "missing.py").returncode == 1
+    usage = run_module("deps", "--format", "svg", "examples/kernels.py::add_exp")
+    assert usage.returncode == 2 and "usage:" in usage.stderr
