@@ -21,11 +21,12 @@ from polyfuse.frontend.dsl import program
 from polyfuse.frontend.intrinsics import abs, empty, exp, log, max, min, pow, sqrt, tanh, where  # noqa: A004
 from polyfuse.ir.program import Access, Array, Program, Statement
 from polyfuse.runtime.reference import reference
+from polyfuse.schedule import schedule
 from polyfuse.types import DType, Param, f32, f64, i32, params
 
 __all__ = [
     "Code", "Executable", "codegen", "compile",
     "Access", "Array", "BoundsError", "CodegenError", "DType", "Dependence", "Dependences", "IllegalTransformError",
     "Param", "PolyfuseError", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64",
-    "i32", "log", "max", "min", "params", "pow", "program", "reference", "sqrt", "tanh", "where",
+    "i32", "log", "max", "min", "params", "pow", "program", "reference", "schedule", "sqrt", "tanh", "where",
 ]

@@ -5,7 +5,7 @@ next; :class:`Compiled` holds every stage's value so each can be printed on its 
 
     frontend     Program         (the value the user wrote; checked to be a Program)
     dependences  Dependences     program.dependences()
-    schedule     Schedule        polyfuse.schedule.schedule(program, target, fusion, tile, params, ...)
+    schedule     Schedule        pf.schedule(program, target, fusion, tile, params, ...)
     codegen      Code            polyfuse.codegen.codegen(schedule)
     load         callable        the C runtime (cc + ctypes) or the CUDA runtime
 
@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-import polyfuse.schedule as scheduling
 from polyfuse.codegen import codegen
 from polyfuse.codegen.code import Code
 from polyfuse.errors import CodegenError, PolyfuseError, RuntimeUnavailable
 from polyfuse.ir.program import Program
 from polyfuse.runtime import cpu
 from polyfuse.runtime.args import Bound, bind
+from polyfuse.schedule import schedule as schedule_program
 from polyfuse.schedule.model import Schedule
 
 try:
@@ -81,11 +81,11 @@ def _schedule(program: Program, target: str, options: Mapping[str, Any], sizes: 
     """The schedule stage: the scheduler at the given sizes (symbolic when there are none)."""
     if sizes:
         options = {**options, "params": dict(sizes)}
-    return scheduling.schedule(program, target=target, **options)
+    return schedule_program(program, target=target, **options)
 
 
 STAGES: tuple[tuple[str, Callable[..., Any]], ...] = (
-    ("frontend", lambda program, **_: program),
+    ("frontend", lambda source, **_: source),
     ("dependences", lambda program, **_: program.dependences()),
     ("schedule", lambda program, target, options, sizes, **_: _schedule(program, target, options, sizes)),
     ("codegen", lambda schedule, **_: codegen(schedule)),
@@ -96,7 +96,7 @@ STAGES: tuple[tuple[str, Callable[..., Any]], ...] = (
 
 def run_pipeline(program: Program, target: str, options: Mapping[str, Any], sizes: Mapping[str, int]) -> Compiled:
     """Run every stage of :data:`STAGES` for ``program`` at ``sizes`` (empty: symbolic sizes)."""
-    values: dict[str, Any] = {"target": target, "options": dict(options), "sizes": dict(sizes)}
+    values: dict[str, Any] = {"source": program, "target": target, "options": dict(options), "sizes": dict(sizes)}
     names = {"frontend": "program", "dependences": "dependences", "schedule": "schedule", "codegen": "code", "load": "function"}
     for stage, run in STAGES:
         values[names[stage]] = run(**values)

@@ -3,7 +3,7 @@ reference interpreter; plus dtype coverage, the fusion outcome visible in the C 
 
 Two layers are tested. ``generate_c`` + ``CFunction`` on hand-built schedules (source order with a kernel mark
 per top-level child, and a hand-fused producer/consumer) needs nothing but the printer. ``pf.compile`` runs the
-whole pipeline through the scheduler; those tests skip while ``polyfuse.schedule.schedule`` is missing.
+whole pipeline through the scheduler.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import pytest
 
 import examples.kernels as corpus
 import polyfuse as pf
-import polyfuse.schedule as scheduling
 from polyfuse.codegen.c import generate_c
 from polyfuse.runtime.args import bind
 from polyfuse.runtime.cpu import CFunction
@@ -25,7 +24,6 @@ from polyfuse.schedule.model import Kernel, Schedule
 SIZES = {"N": 11, "M": 9, "K": 13, "T": 3}
 FUSION = ("none", "min", "max", "smart")
 TILES = ("auto", None)
-have_scheduler = pytest.mark.skipif(not hasattr(scheduling, "schedule"), reason="polyfuse.schedule.schedule not available yet")
 
 
 # ----- helpers ------------------------------------------------------------------------------------
@@ -185,7 +183,6 @@ def test_dtypes_and_scalar_arguments():
 # ----- the whole pipeline -------------------------------------------------------------------------
 
 
-@have_scheduler
 @pytest.mark.parametrize("tile", TILES, ids=lambda t: f"tile={t}")
 @pytest.mark.parametrize("fusion", FUSION)
 @pytest.mark.parametrize("prog", corpus.ALL, ids=lambda p: p.name)
@@ -195,7 +192,6 @@ def test_compiled_matches_reference(prog, fusion, tile):
     assert exe.code.target == "c" and exe.schedule.fusion == fusion
 
 
-@have_scheduler
 def test_fusion_max_producer_consumer_has_one_parallel_nest_and_no_b_buffer():
     exe = pf.compile(corpus.add_exp, target="c", fusion="max")
     a, c = np.random.default_rng(1).random((2, 33, 17), dtype=np.float32)
@@ -208,7 +204,6 @@ def test_fusion_max_producer_consumer_has_one_parallel_nest_and_no_b_buffer():
     assert not re.search(r"\bB\[", text)
 
 
-@have_scheduler
 def test_executable_specialises_per_shape():
     exe = pf.compile(corpus.add_exp, target="c")
     for n, m in ((4, 5), (6, 3), (4, 5)):
@@ -221,7 +216,6 @@ def test_executable_specialises_per_shape():
         exe(A=np.ones((4, 5), np.float32), C=np.ones((5, 4), np.float32))
 
 
-@have_scheduler
 def test_compile_time_params_specialise_eagerly():
     exe = pf.compile(corpus.time_axpy, target="c", params={"N": 8, "T": 4})
     assert exe.schedule.params["N"] == 8

@@ -248,13 +248,13 @@ def _driver(launch: Launch) -> str:
             f"    {launch.kernel}({', '.join(names)});\n  }}\n}}\n")
 
 
-def emulate(code, prog: Program, values: dict, sizes: dict, tmp: Path) -> None:
+def emulate(code, prog: Program, values: dict, sizes: dict, tmp: Path, tag: str = "emu") -> None:
     """Run generated CUDA on the CPU: g++ builds kernels + drivers; the host plan runs in Python."""
     launches = {la.kernel: la for la in code.launch.launches()}
     src = EMULATION_PRELUDE + code.text + "".join(_driver(la) for la in launches.values())
-    (tmp / "emu.cpp").write_text(src)
-    lib = tmp / "emu.so"
-    out = subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o", str(lib), str(tmp / "emu.cpp")], capture_output=True, text=True)
+    (tmp / f"{tag}.cpp").write_text(src)
+    lib = tmp / f"{tag}.so"  # a distinct name per variant: dlopen caches libraries by path
+    out = subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o", str(lib), str(tmp / f"{tag}.cpp")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-4000:]
     dll = ctypes.CDLL(str(lib))
     buffers = dict(values)
@@ -307,7 +307,7 @@ def test_cpu_emulation_matches_reference(prog: Program, tmp_path: Path) -> None:
     pf.reference(prog)(**expected, **{p: v for p, v in sizes.items() if p == "T"})
     for tag, sched in schedules(prog):
         got = _inputs(prog, sizes)
-        emulate(generate_cuda(sched), prog, got, sizes, tmp_path)
+        emulate(generate_cuda(sched), prog, got, sizes, tmp_path, tag)
         for name in prog.arguments:
             if name in prog.arrays and prog.arrays[name].role != "input":
                 tol = 1e-4 if prog.arrays[name].dtype.name == "f32" else 1e-9

@@ -21,7 +21,7 @@ from polyfuse.ir.program import Access
 from polyfuse.runtime import reference as reference_module
 from polyfuse.runtime.args import bind
 
-N, M = pf.params("N M")
+N = pf.params("N")
 
 # ----- oracles: float64 numpy, independent of the loop nests ----------------------------------------
 
@@ -127,7 +127,7 @@ ORACLES = {
 }
 
 
-def special_input(prog, name, shape, rng):
+def special_input(prog, shape, rng):
     """Inputs the algorithms need: diagonally dominant for LU, SPD for Cholesky, weights for paths."""
     n = shape[0] if shape else 0
     if prog.name == "lu":
@@ -154,7 +154,7 @@ def make_call(prog, rng, sizes=None):
         else:
             arr = prog.arrays[name]
             shape = arr.concrete_shape(sizes)
-            kwargs[name] = special_input(prog, name, shape, rng).astype(arr.dtype.numpy)
+            kwargs[name] = special_input(prog, shape, rng).astype(arr.dtype.numpy)
     size_kwargs = {p: sizes[p] for p in prog.params if not _inferable(prog, p)}
     return kwargs, size_kwargs, sizes
 
@@ -197,6 +197,12 @@ def test_kernel_matches_numpy(prog):
 def test_interpreter_is_cached_on_the_program():
     assert pf.reference(K.gemm) is pf.reference(K.gemm)
     assert "range(" in pf.reference(K.gemm).source
+
+
+def test_cache_is_not_shared_with_a_replaced_program():
+    renamed = dataclasses.replace(K.jacobi_1d, name="renamed")
+    assert pf.reference(renamed).program is renamed
+    assert pf.reference(K.jacobi_1d).program is K.jacobi_1d
 
 
 def test_float32_arithmetic_stays_float32():

@@ -143,7 +143,7 @@ def _refine_roles(prog: Program, no_source: dict[tuple[str, str], isl.Set]) -> P
         role = "input" if name not in written else ("inout" if name in live_in else "output")
         if role != arr.role:
             arrays[name] = dataclasses.replace(arr, role=role)
-    return dataclasses.replace(prog, arrays=arrays, _cache={})
+    return dataclasses.replace(prog, arrays=arrays)
 
 
 # ----- witnesses ------------------------------------------------------------------------------------

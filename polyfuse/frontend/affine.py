@@ -168,6 +168,8 @@ class AffineTranslator:
                 raise self._error(node, f"`{text}`: min and max in a {what} take two or more positional arguments", what)
             raise self._error(node, f"`{text}` is not affine: a {what} can call only min(...) and max(...)", what)
         if isinstance(node, ast.Subscript):
+            if what == "condition":
+                raise self._error(node, f"`{text}` reads an array: an `if` condition cannot depend on array values", what)
             raise self._error(node, f"`{text}` reads an array element; a {what} must not depend on array values (indirect access)", what)
         if isinstance(node, ast.Constant):
             if isinstance(node.value, float):
@@ -207,16 +209,17 @@ class AffineTranslator:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return scope.universe().subtract(self.condition(node.operand, scope))
         if isinstance(node, ast.Compare):
+            for op in node.ops:
+                if not isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)):
+                    raise self.reader.error(
+                        node, f"comparison `{_op_symbol(op)}` is not allowed in the condition `{ast.unparse(node)}`",
+                        hint="compare affine expressions with < <= > >= == !=")
             out = scope.universe()
             left = self.affine(node.left, scope, "condition")
             for op, right_node in zip(node.ops, node.comparators):
                 right = self.affine(right_node, scope, "condition")
                 cmp = {ast.Lt: left.lt_set, ast.LtE: left.le_set, ast.Gt: left.gt_set, ast.GtE: left.ge_set,
-                       ast.Eq: left.eq_set, ast.NotEq: left.ne_set}.get(type(op))
-                if cmp is None:
-                    raise self.reader.error(
-                        node, f"comparison `{_op_symbol(op)}` is not allowed in the condition `{ast.unparse(node)}`",
-                        hint="compare affine expressions with < <= > >= == !=")
+                       ast.Eq: left.eq_set, ast.NotEq: left.ne_set}[type(op)]
                 out = out & cmp(right)
                 left = right
             return out

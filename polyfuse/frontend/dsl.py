@@ -272,7 +272,7 @@ class DslReader:
         """``B = pf.empty(shape, dtype)``: a temporary array (a local scalar when the shape is ``()``)."""
         name = target.id
         if self._nesting:
-            raise self.error(call, "pf.empty must be called at the top level of the program body, outside loops and ifs",
+            raise self.error(call, f"`{self.src.segment(call)}` must be at the top level of the program body, outside loops and ifs",
                              hint="declare the temporary once before the loops and index it inside them")
         b = self.lookup(name, self.builder.scope())
         if b.kind in (NameKind.ARRAY, NameKind.LOCAL, NameKind.SCALAR_ARG, NameKind.PARAM, NameKind.SIZE_EXPR):
@@ -303,7 +303,8 @@ class DslReader:
             self._if(node)
         elif isinstance(node, ast.Assign):
             if len(node.targets) != 1:
-                raise self.error(node.targets[1], "chained assignment `a = b = ...` is not supported", hint="assign each target in its own statement")
+                raise self.error(node.targets[1], f"chained assignment `{self.src.segment(node)}` is not supported",
+                                 hint="assign each target in its own statement")
             self._assign(node, node.targets[0], "=", node.value)
         elif isinstance(node, ast.AnnAssign):
             self._annotated(node)
@@ -312,7 +313,7 @@ class DslReader:
             if op is None:
                 sym = ast.unparse(ast.BinOp(ast.Name("a"), node.op, ast.Name("b"))).split()[1] + "="
                 t = ast.unparse(node.target)
-                raise self.error(node, f"augmented assignment `{sym}` is not supported",
+                raise self.error(node, f"augmented assignment `{sym}` in `{self.src.segment(node)}` is not supported",
                                  hint=f"use +=, -=, *=, or write it out: `{t} = {t} {sym[:-1]} {ast.unparse(node.value)}`")
             self._assign(node, node.target, op, node.value)
         elif isinstance(node, ast.Pass) or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
@@ -322,8 +323,10 @@ class DslReader:
                 raise self.error(node, f"the call `{ast.unparse(node.value)}` stands alone as a statement", hint=BODY_HINT)
             raise self.error(node, f"the expression `{ast.unparse(node.value)}` has no effect", hint=BODY_HINT)
         else:
-            what = _STATEMENT_NAMES.get(type(node), f"`{ast.unparse(node).splitlines()[0]}`")
-            raise self.error(node, f"unsupported statement: {what} is not allowed in a program", hint=_STATEMENT_HINTS.get(type(node), BODY_HINT))
+            what = _STATEMENT_NAMES.get(type(node), "this statement")
+            first = ast.unparse(node).splitlines()[0]
+            raise self.error(node, f"unsupported statement `{first}`: {what} is not allowed in a program",
+                             hint=_STATEMENT_HINTS.get(type(node), BODY_HINT))
 
     def _if(self, node: ast.If) -> None:
         b = self.builder
@@ -359,7 +362,8 @@ class DslReader:
         if call.keywords or not 1 <= len(call.args) <= 3 or any(isinstance(a, ast.Starred) for a in call.args):
             raise self.error(call, f"`{ast.unparse(call)}`: range takes one to three positional arguments", hint="range(hi), range(lo, hi) or range(lo, hi, step)")
         if node.orelse:
-            raise self.error(node.orelse[0], "for-else is not supported", hint="move the else block after the loop")
+            raise self.error(self.src.else_keyword(node), f"for-else is not supported: `else:` after `for {it} in {ast.unparse(call)}:`",
+                             hint="move the else block after the loop")
         args = call.args
         if len(args) == 1:
             lo, hi = scope.const(0), self.affine.affine(args[0], scope, "loop bound")
@@ -371,7 +375,8 @@ class DslReader:
             if k is None:
                 raise self.error(args[2], f"loop step `{ast.unparse(args[2])}` is not an integer constant", hint="steps are positive integer constants")
             if k <= 0:
-                raise self.error(args[2], f"loop step `{ast.unparse(args[2])}` is {k}; steps must be positive",
+                shown = f"`{ast.unparse(args[2])}`" + ("" if ast.unparse(args[2]) == str(k) else f" = {k}")
+                raise self.error(args[2], f"loop step {shown} is not positive",
                                  hint="write the loop forwards with a positive step and reverse the subscripts")
             step = k
         self._nesting += 1
@@ -438,9 +443,13 @@ class DslReader:
             NameKind.ARRAY: f"cannot assign to the whole array `{name}`",
             NameKind.SCALAR_ARG: f"cannot assign to the scalar argument `{name}`: scalar arguments are read-only",
         }
+        hints = {
+            NameKind.ARRAY: "assign its elements: A[i, j] = ...",
+            NameKind.SCALAR_ARG: "copy it into a local scalar, or write results into an array argument",
+            NameKind.ITERATOR: "use a local scalar with another name",
+        }
         if kind in messages:
-            hint = "assign its elements: A[i, j] = ..." if kind is NameKind.ARRAY else "copy it into a local scalar, or assign array elements"
-            raise self.error(target, messages[kind], hint=hint)
+            raise self.error(target, messages[kind], hint=hints.get(kind, "sizes are fixed for a whole call; use a local scalar"))
         if op != "=":
             raise self.error(target, f"local scalar `{name}` is updated with {op} before it is assigned", hint=f"initialise it first: `{name} = 0.0`")
         self._declare_local(target, name, self.values.infer_dtype(value, scope), inferred=True)

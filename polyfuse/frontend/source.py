@@ -75,6 +75,15 @@ class FunctionSource:
         """The source text of ``node`` on one line (whitespace runs collapsed)."""
         return " ".join((ast.get_source_segment(self.text, node) or ast.unparse(node)).split())
 
+    def else_keyword(self, node: ast.For | ast.While | ast.If) -> ast.AST:
+        """A position-only node at the ``else`` keyword of ``node`` (its else block if none is found)."""
+        lines = self.text.splitlines()
+        for lineno in range(node.body[-1].end_lineno or node.lineno, node.orelse[0].lineno + 1):
+            stripped = lines[lineno - 1].lstrip()
+            if stripped.startswith("else") and stripped[4:].lstrip().startswith(":"):
+                return ast.Pass(lineno=lineno, col_offset=len(lines[lineno - 1]) - len(stripped))
+        return node.orelse[0]
+
     def literal_origin(self, node: ast.AST, value: str) -> tuple[int, int] | None:
         """File position of the first character inside the one-line string literal ``node`` holding exactly
         ``value`` (so that errors can point into it), else None."""
@@ -91,7 +100,7 @@ class FunctionSource:
             return eval(compile(text.strip(), "<annotation>", "eval"), dict(env))  # noqa: S307 - the user's own code
         except Exception as e:  # noqa: BLE001 - any failure is the user's expression, reported at it
             reason = "invalid syntax" if isinstance(e, SyntaxError) else (str(e) or type(e).__name__)
-            raise self.error(node, f"cannot evaluate {what} `{text.strip()}`: {reason}", hint=hint) from None
+            raise self.error(node, f"cannot evaluate `{text.strip()}` ({what}): {reason}", hint=hint) from None
 
 
 def binding_of(value: Any) -> Binding:

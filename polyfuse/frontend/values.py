@@ -4,9 +4,9 @@ Values, unlike subscripts, need not be affine: ``A[i] * B[j]`` or ``i * j`` are 
 of iterators and sizes that are affine (``i + 1``, ``i // 2``, ``max(i, N - 1)``) become a single
 :class:`IndexValue`, so they keep Python's floor semantics exactly. Types follow the arrays:
 
-* a Python literal takes the type of what it meets (``A[i] + 1.0`` stays f32 for an f32 array); a float
-  literal that meets an integer, and ``float(x)``, take the program's float type (the widest float among
-  its arrays and scalars, f64 when it has none);
+* a Python literal takes the type of what it meets (``A[i] + 1.0`` stays f32 for an f32 array); float
+  literals on their own, and ``float(x)``, have the program's float type (the widest float among its
+  arrays and scalars, f64 when it has none);
 * mixed array types promote (i32 < f32 < f64); ``/`` of integers is a float division;
 * the result is cast to the type of the assigned element.
 """
@@ -22,7 +22,7 @@ from polyfuse.frontend import intrinsics
 from polyfuse.frontend.affine import MIN_MAX, NameKind, lookup_table
 from polyfuse.ir.builder import Scope
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
-from polyfuse.types import DType, f64, i32, promote
+from polyfuse.types import DType, i32, promote
 
 if TYPE_CHECKING:
     from polyfuse.frontend.dsl import DslReader
@@ -83,13 +83,13 @@ class ValueTranslator:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
                 raise r.error(node, f"unsupported constant `{ast.unparse(node)}`", hint=VALUE_HINT)
-            return Const(node.value, i32 if isinstance(node.value, int) else f64)
+            return Const(node.value, i32) if isinstance(node.value, int) else Const(node.value, r.default_float)
         if isinstance(node, ast.Name):
             return self._name(node)
         if isinstance(node, ast.Attribute):
             v = r.resolve(node, self.scope)
             if isinstance(v, float):
-                return Const(v, f64)
+                return Const(v, r.default_float)
             raise r.error(node, f"`{ast.unparse(node)}` cannot be used as a value", hint=VALUE_HINT)
         if isinstance(node, ast.Subscript):
             array, subs = r.affine.subscript(node, self.scope)
@@ -134,7 +134,7 @@ class ValueTranslator:
         if b.kind is NameKind.INT:
             return Const(b.value, i32)
         if b.kind is NameKind.FLOAT:
-            return Const(b.value, f64)
+            return Const(b.value, r.default_float)
         if b.kind is NameKind.UNKNOWN and name in r.assigned_names:
             raise r.error(node, f"local scalar `{name}` is read before it is assigned", hint=f"assign it first, e.g. `{name} = 0.0`")
         if b.kind is NameKind.UNKNOWN:

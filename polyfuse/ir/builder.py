@@ -53,6 +53,7 @@ class _Loop:
     iterator: str
     constraints: isl.Set  # in the space of the iterators up to and including this one
     children: list = field(default_factory=list)
+    reverse: bool = False  # iterations run from the upper bound down
 
 
 @dataclass
@@ -104,9 +105,15 @@ class ProgramBuilder:
 
     @contextmanager
     def loop(
-        self, iterator: str, lower: isl.PwAff, upper: isl.PwAff, step: int = 1
+        self, iterator: str, lower: isl.PwAff, upper: isl.PwAff, step: int = 1, reverse: bool = False
     ) -> Iterator[None]:
-        """``for iterator in [lower, upper) by step``; bounds are built in the enclosing scope."""
+        """``for iterator in [lower, upper) by step``; bounds are built in the enclosing scope.
+
+        With ``reverse`` the iterations run downwards, ``upper - 1, upper - 1 - step, ...`` while
+        ``>= lower`` (C's ``for (i = hi; i >= lo; i -= step)``): the domain is
+        ``lower <= i < upper and (upper - 1 - i) % step == 0`` and the loop's band member is ``-i``, so
+        the source order decreases along the iterator.
+        """
         outer = self.scope()
         inner_space = isl.Space.create_from_names(
             self.ctx, set=[*outer.iterators, iterator], params=list(self.params)
@@ -118,8 +125,9 @@ class ProgramBuilder:
         it = isl.PwAff.from_aff(isl.Aff.var_on_domain(isl.LocalSpace.from_space(lo.get_domain_space()), isl.dim_type.set, depth))
         dom = lo.le_set(it) & it.lt_set(hi)
         if step != 1:
-            dom = dom & (it - lo).mod_val(step).eq_set(it * 0)
-        node = _Loop(iterator, dom.reset_space(inner.space))
+            anchor = (hi - 1 - it) if reverse else (it - lo)
+            dom = dom & anchor.mod_val(step).eq_set(it * 0)
+        node = _Loop(iterator, dom.reset_space(inner.space), reverse=reverse)
         self._current_children().append(node)
         self._stack.append(node)
         try:
@@ -267,6 +275,8 @@ def _node_schedule(node, stmts: dict[str, Statement], param_space: isl.Space, de
     for name in _statements_under(node):
         dom = stmts[name].domain
         aff = isl.PwAff.from_aff(isl.Aff.var_on_domain(isl.LocalSpace.from_space(dom.get_space()), isl.dim_type.set, depth))
+        if node.reverse:
+            aff = -aff
         piece = aff.intersect_domain(dom).to_union_pw_aff()
         upa = piece if upa is None else upa.union_add(piece)
     band = isl.MultiUnionPwAff.from_union_pw_aff(upa)

@@ -126,7 +126,7 @@ class Program:
     schedule: isl.Schedule
     filename: str = "<program>"
     line: int = 0
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arrays", MappingProxyType(dict(self.arrays)))

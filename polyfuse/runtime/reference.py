@@ -73,7 +73,8 @@ def reference(program: Program, schedule: isl.Schedule | None = None) -> Interpr
     """
     if schedule is None:
         cached = program._cache.get(CACHE_KEY)
-        if cached is None:
+        # dataclasses.replace() hands the same _cache dict to the new Program: check whose entry it is.
+        if cached is None or cached.program is not program:
             cached = program._cache[CACHE_KEY] = _compile(program, program.schedule)
         return cached
     return _compile(program, schedule)

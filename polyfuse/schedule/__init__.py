@@ -6,13 +6,17 @@ explicit schedule (``scheduler.py``) -> host/kernel split, tiling and mapping (`
 ``tiling.py``) -> contraction of temporaries (``privatize.py``) -> legality check
 (``analysis/legality.py``, on every schedule) -> fusion decisions (``explain.py``).
 
-Live-range reordering is tried first (temporaries' anti/output dependences relaxed where their values
-stay local); if the resulting schedule needs a temporary privatised that cannot be contracted, the
-schedule is recomputed with every dependence as a hard constraint.
+Several variants are built and the legal ones compared: with live-range reordering (temporaries'
+anti/output dependences relaxed where their values stay local, in isl's constraints and when flagging
+parallel loops), without it in isl's constraints only, and with every dependence a hard constraint. A
+variant that would need a temporary privatised that cannot be contracted fails the legality check and is
+dropped. The winner has the fewest sequential kernels, then the fewest kernels (``"max"``: the fewest
+kernels first).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import islpy as isl
@@ -58,18 +62,33 @@ def schedule(
         raise PolyfuseError(f"params names sizes that {prog.name} does not have: {', '.join(unknown)}")
     validate_tile(tile, [s.name for s in prog.statements])
     deps = dependences_of(prog)
+    label = "explicit" if schedule is not None else fusion
+    # (relax the temporaries' order in isl's constraints, relax it when flagging parallel loops)
+    attempts = [(True, True), (False, True), (False, False)] if schedule is None and fusion != "none" else [(False, True), (False, False)]
+    done: list[tuple[tuple[int, ...], Schedule]] = []
     failures: list[IllegalTransformError] = []
-    for privatize in (True, False):
-        view = DepView(deps, temporaries(prog), prog.context.get_space(), privatize)
+    for n, (relax_isl, relax_view) in enumerate(attempts):
+        view = DepView(deps, temporaries(prog), prog.context.get_space(), relax_view)
         try:
-            base = user_tree(prog, schedule, view) if schedule is not None else base_tree(prog, fusion, view)
-            return _finish(prog, base, view, target, "explicit" if schedule is not None else fusion, tile, params, failures)
+            if schedule is not None:
+                base = user_tree(prog, schedule, view)
+            else:
+                base = base_tree(prog, fusion, view, relax_isl=relax_isl)
+            sched = _finish(prog, base, view, target, label, tile, params)
         except IllegalTransformError as e:
             failures.append(e)
-    raise failures[-1]
+            continue
+        sequential = sum(1 for k in sched.kernels if k.parallel_depth == 0)
+        key = (len(sched.kernels), sequential, n) if fusion == "max" else (sequential, len(sched.kernels), n)
+        done.append((key, sched))
+    if not done:
+        raise failures[-1]
+    best = min(done, key=lambda ks: ks[0])[1]
+    view = DepView(deps, temporaries(prog), prog.context.get_space(), True)
+    return dataclasses.replace(best, decisions=decisions(prog, label, best.kernels, view))
 
 
-def _finish(prog, base, view, target, fusion, tile, params, failures) -> Schedule:
+def _finish(prog, base, view, target, fusion, tile, params) -> Schedule:
     mapper = Mapper(prog, target, tile, params)
     tree = split(base.get_root(), mapper).get_schedule()
     kernels = tuple(mapper.kernels)
@@ -78,7 +97,6 @@ def _finish(prog, base, view, target, fusion, tile, params, failures) -> Schedul
     for k in kernels:
         if k.thread is not None:
             check_parallel(prog, k.domain, k.outer, k.thread, privatized)
-    notes = tuple(f"live-range reordering dropped: {e}" for e in failures)
     return Schedule(
         program=prog,
         tree=tree,
@@ -88,6 +106,4 @@ def _finish(prog, base, view, target, fusion, tile, params, failures) -> Schedul
         contracted=frozenset(privatized),
         params=dict(params or {}),
         tile=tile,
-        decisions=decisions(prog, fusion, kernels, view),
-        notes=notes,
     )

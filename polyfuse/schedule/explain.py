@@ -13,8 +13,8 @@ import islpy as isl
 
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView
-from polyfuse.schedule.mapping import KernelInfo, split, statements_of
-from polyfuse.schedule.model import FusionDecision
+from polyfuse.schedule.mapping import split, statements_of
+from polyfuse.schedule.model import FusionDecision, Kernel
 from polyfuse.schedule.scheduler import base_tree
 
 _POLICY = {
@@ -24,17 +24,17 @@ _POLICY = {
 }
 
 
-def decisions(prog: Program, fusion: str, kernels: tuple[KernelInfo, ...], view: DepView) -> tuple[FusionDecision, ...]:
+def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: DepView) -> tuple[FusionDecision, ...]:
     out: list[FusionDecision] = []
     for k in kernels:
-        if len(k.kernel.statements) > 1:
+        if len(k.statements) > 1:
             how = _POLICY.get(fusion, f"fusion={fusion!r}")
             reason = "one kernel in the explicit schedule" if fusion == "explicit" else f"fused by isl's scheduler under fusion={fusion!r}"
             if fusion == "none":
                 reason = "they share the outermost parallel loop of the source"
-            out.append(FusionDecision(k.kernel.statements[:1], k.kernel.statements[1:], True, f"{k.kernel.name}: {reason}" if how else reason))
+            out.append(FusionDecision(k.statements[:1], k.statements[1:], True, f"{k.name}: {reason}" if how else reason))
     for a, b in zip(kernels, kernels[1:]):
-        first, second = a.kernel.statements, b.kernel.statements
+        first, second = a.statements, b.statements
         if fusion in _POLICY:
             reason = _POLICY[fusion]
             blocker = _blocker(prog, "max", view, first, second)
@@ -58,6 +58,8 @@ def _blocker(prog: Program, fusion: str, view: DepView, first, second) -> str | 
     group = set(first) | set(second)
     inner = tuple(d for d in view.deps if {d.source, d.sink} <= set(first) or {d.source, d.sink} <= set(second))
     across = [d for d in view.deps if d.source in group and d.sink in group and d not in inner]
+    if not across:
+        return "no dependence links them: independent loop nests stay separate kernels (no data to reuse)"
     if _fusable(prog, fusion, view, group, inner + tuple(across)):
         return None
     for d in across:

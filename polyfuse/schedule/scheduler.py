@@ -7,9 +7,9 @@ Policies (isl's scheduler, options set on ``isl.DEFAULT_CONTEXT`` for one call a
   dependence graph gets its own loop nest (minimal fusion);
 * ``"max"``: isl with ``schedule_whole_component=1``: each connected component is scheduled as a whole,
   fusing everything that can be fused (with shifts), even at the cost of outer parallelism;
-* ``"smart"``: maximal fusion that keeps parallelism: ``schedule_whole_component=1`` with
-  ``schedule_outer_coincidence=1`` (an outer band member that is not parallel makes isl split the
-  component instead). A later traffic model will make ``"smart"`` decide by bytes moved.
+* ``"smart"``: maximal fusion that keeps parallelism: isl's incremental clustering
+  (``schedule_whole_component=0``) with ``schedule_outer_coincidence=1`` and
+  ``schedule_maximize_coincidence=1``: clusters are merged only while the outer band stays parallel. A later traffic model will make ``"smart"`` decide by bytes moved.
 
 With ``privatize=True`` the temporaries' anti and output dependences become *conditional* validity
 constraints (isl's live-range reordering, as PPCG does): they may be violated where the flow dependences
@@ -31,25 +31,31 @@ _OPTIONS = {
     "min": dict(schedule_serialize_sccs=1, schedule_whole_component=0, schedule_outer_coincidence=0),
     "max": dict(schedule_serialize_sccs=0, schedule_whole_component=1, schedule_outer_coincidence=0,
                 schedule_maximize_coincidence=0),
-    "smart": dict(schedule_serialize_sccs=0, schedule_whole_component=1, schedule_outer_coincidence=1,
+    "smart": dict(schedule_serialize_sccs=0, schedule_whole_component=0, schedule_outer_coincidence=1,
                   schedule_maximize_coincidence=1),
 }
 
 
-def base_tree(prog: Program, fusion: str, view: DepView, domain: isl.UnionSet | None = None) -> isl.Schedule:
+def base_tree(
+    prog: Program, fusion: str, view: DepView, domain: isl.UnionSet | None = None, relax_isl: bool = True
+) -> isl.Schedule:
     """The annotated schedule tree of ``prog`` (or of the statements in ``domain``) under ``fusion``."""
     if fusion not in FUSION_POLICIES:
         raise PolyfuseError(f"unknown fusion policy {fusion!r}; expected one of {', '.join(FUSION_POLICIES)}")
     if fusion == "none":
         tree = prog.schedule if domain is None else prog.schedule.intersect_domain(domain)
     else:
-        tree = isl_tree(prog, fusion, view, domain)
+        tree = isl_tree(prog, fusion, view, domain, relax_isl)
     return annotate(tree.get_root(), view).get_schedule()
 
 
-def isl_tree(prog: Program, fusion: str, view: DepView, domain: isl.UnionSet | None = None) -> isl.Schedule:
+def isl_tree(
+    prog: Program, fusion: str, view: DepView, domain: isl.UnionSet | None = None, relax: bool = True
+) -> isl.Schedule:
     dom = prog.domains if domain is None else domain
     flow = view.union(("flow",))
+    if not relax:
+        view = DepView(view.deps, view.temps, view.space, privatize=False)
     temp_order = view.union(("anti", "output"), arrays=view.temps)
     validity = flow.union(view.union(("anti", "output"), exclude=view.temps))
     sc = isl.ScheduleConstraints.on_domain(dom).set_context(prog.context)

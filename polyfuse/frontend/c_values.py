@@ -1,0 +1,235 @@
+"""Translation of C right-hand sides into expression nodes, with C's typing rules.
+
+Values need not be affine (``A[i][k] * B[k][j]``, ``i * j``). Types follow C, so that a program computes
+what the C code computes: an unsuffixed float literal is ``double`` (f64), ``1.0f`` is f32, integer
+literals, loop variables and sizes are ``int`` (i32); binary operators apply the usual arithmetic
+conversions (i32 < f32 < f64); the assigned value is converted to the target's type. Integer ``/`` and
+``%`` become floor division and modulo (C truncates; they agree for non-negative operands). Integer
+expressions of loop variables and sizes that are affine become one :class:`IndexValue`.
+
+Math calls: ``sqrt exp log tanh fabs pow fmax fmin`` (``double``) and their ``f`` forms (``float``); the
+argument is converted to the function's type as C does. ``c ? a : b`` is a :class:`Where` (PolyBench's
+``MIN``/``MAX`` macros expand to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pycparser import c_ast
+
+from polyfuse.errors import SourceError
+from polyfuse.frontend.affine import NameKind
+from polyfuse.frontend.c_affine import _COMPARE, is_int_type
+from polyfuse.frontend.c_source import node_text
+from polyfuse.ir.builder import Scope
+from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
+from polyfuse.types import DType, f32, f64, i32, promote
+
+if TYPE_CHECKING:
+    from polyfuse.frontend.scop_c import CReader
+
+VALUE_HINT = (
+    "a value combines array elements, scalar parameters, local scalars, loop variables, sizes and literals with "
+    "+ - * / %, comparisons, && || !, ?:, casts and the math functions sqrt exp log tanh fabs pow fmax fmin (and their f forms)"
+)
+CALL_HINT = "the only calls allowed are the math functions sqrt exp log tanh fabs pow fmax fmin and their f forms (sqrtf, ...)"
+_UNARY_CALLS = {"sqrt": "sqrt", "exp": "exp", "log": "log", "tanh": "tanh", "fabs": "abs"}
+_BINARY_CALLS = {"pow": "pow", "fmax": "max", "fmin": "min"}
+
+ReadFn = Callable[[str, list, str], int]
+
+
+def dtype_of_names(names: list[str]) -> DType | None:
+    """The dtype of a C type specifier list (``['double']``, ``['unsigned', 'int']``), None if unsupported."""
+    s = set(names)
+    if s == {"double"}:
+        return f64
+    if s == {"float"}:
+        return f32
+    if s & {"float", "double", "char", "_Bool", "void"}:
+        return None
+    if s and s <= {"int", "long", "short", "unsigned", "signed", "size_t", "ptrdiff_t", "int32_t", "int64_t", "uint32_t", "uint64_t"}:
+        return i32
+    return None
+
+
+class CValues:
+    """Turns the C expression of an assignment's right-hand side into an :class:`Expr`."""
+
+    def __init__(self, reader: CReader) -> None:
+        self.reader = reader
+        self.scope: Scope | None = None
+        self.read: ReadFn = lambda a, s, t: 0
+
+    def translate(self, node: c_ast.Node, scope: Scope, read: ReadFn, target: DType) -> Expr:
+        """``node`` as an expression in ``scope``, converted to ``target``; ``read`` registers array reads."""
+        self.scope, self.read = scope, read
+        return self._cast(self._number(node), target)
+
+    # ----- nodes --------------------------------------------------------------------------------
+    def _value(self, node: c_ast.Node) -> Expr:
+        r = self.reader
+        k = r.affine.constant_int(node, self.scope)
+        if k is not None:
+            return Const(k, i32)
+        if not isinstance(node, (c_ast.ID, c_ast.Constant)) and self._is_index(node):
+            try:
+                return IndexValue(r.affine.affine(node, self.scope, "value"))
+            except SourceError:
+                pass  # not affine after all (i * j): an ordinary integer expression
+        if isinstance(node, c_ast.Constant):
+            return self._constant(node)
+        if isinstance(node, c_ast.ID):
+            return self._name(node)
+        if isinstance(node, c_ast.ArrayRef):
+            array, subs = r.affine.subscript(node, self.scope)
+            return Read(self.read(array, subs, node_text(node)), r.builder.arrays[array].dtype)
+        if isinstance(node, c_ast.BinaryOp):
+            return self._binary_op(node)
+        if isinstance(node, c_ast.UnaryOp):
+            return self._unary(node)
+        if isinstance(node, c_ast.TernaryOp):
+            cond = self._boolean(node.cond)
+            a, b = self._unify(self._number(node.iftrue), self._number(node.iffalse))
+            return Where(cond, a, b, a.dtype)
+        if isinstance(node, c_ast.Cast):
+            dt = self._cast_type(node)
+            return self._cast(self._number(node.expr), dt)
+        if isinstance(node, c_ast.FuncCall):
+            return self._call(node)
+        if isinstance(node, c_ast.StructRef):
+            raise r.error(node, f"struct member access `{node_text(node)}` is not supported", hint=VALUE_HINT)
+        if isinstance(node, c_ast.Assignment):
+            raise r.error(node, f"the assignment `{node_text(node)}` is used inside an expression", hint="assign once per statement")
+        raise r.error(node, f"unsupported expression `{node_text(node)}`", hint=VALUE_HINT)
+
+    def _constant(self, node: c_ast.Constant) -> Expr:
+        if node.type in ("float", "double", "long double"):
+            text = node.value
+            dt = f32 if text[-1] in "fF" else f64
+            try:
+                return Const(float(text.rstrip("fFlL")) if not text.lower().startswith("0x") else float.fromhex(text.rstrip("fFlL")), dt)
+            except ValueError:
+                pass
+        raise self.reader.error(node, f"unsupported constant `{node.value}`", hint=VALUE_HINT)
+
+    def _name(self, node: c_ast.ID) -> Expr:
+        r = self.reader
+        name = node.name
+        b = r.lookup(name, self.scope)
+        if b.kind is NameKind.ITERATOR:
+            return IndexValue(self.scope.var(name))
+        if b.kind is NameKind.PARAM:
+            return IndexValue(self.scope.var(b.value))
+        if b.kind is NameKind.LOCAL:
+            dt = r.local_scalar(name, node)
+            return Read(self.read(name, [], name), dt)
+        if b.kind is NameKind.SCALAR_ARG:
+            return ScalarArg(name, r.builder.scalars[name])
+        if b.kind is NameKind.FLOAT:
+            return Const(b.value, f64)
+        if b.kind is NameKind.ARRAY:
+            raise r.error(node, f"array `{name}` is used without subscripts", hint="index single elements: A[i][j]")
+        if b.kind is NameKind.UNKNOWN:
+            raise r.error(node, f"unknown name `{name}`", hint=VALUE_HINT)
+        raise r.error(node, f"`{name}` is {b.value} and cannot be used as a value", hint=VALUE_HINT)
+
+    def _binary_op(self, node: c_ast.BinaryOp) -> Expr:
+        op = node.op
+        if op in ("&&", "||"):
+            return Logical("and" if op == "&&" else "or", self._boolean(node.left), self._boolean(node.right))
+        if op in _COMPARE:
+            a, b = self._unify(self._number(node.left), self._number(node.right))
+            return Compare(op, a, b)
+        if op not in ("+", "-", "*", "/", "%"):
+            raise self.reader.error(node, f"operator `{op}` in `{node_text(node)}` is not supported", hint=VALUE_HINT)
+        a, b = self._unify(self._number(node.left), self._number(node.right))
+        if op == "%" and a.dtype.is_float:
+            raise self.reader.error(node, f"`%` of floating-point values in `{node_text(node)}` is not C", hint="use integers with %")
+        if not a.dtype.is_float and op in ("/", "%"):
+            op = "//" if op == "/" else "%"
+        return Binary(op, a, b, a.dtype)
+
+    def _unary(self, node: c_ast.UnaryOp) -> Expr:
+        r = self.reader
+        if node.op == "+":
+            return self._number(node.expr)
+        if node.op == "-":
+            x = self._number(node.expr)
+            return Const(-x.value, x.dtype) if isinstance(x, Const) else Unary("neg", x, x.dtype)
+        if node.op == "!":
+            return Unary("not", self._boolean(node.expr), None)
+        if node.op in ("++", "--", "p++", "p--"):
+            raise r.error(node, f"`{node_text(node)}` increments inside an expression", hint="write `x += 1;` as its own statement")
+        if node.op in ("*", "&"):
+            raise r.error(node, f"pointer operation `{node_text(node)}` is not supported", hint="index arrays: A[i][j]")
+        raise r.error(node, f"operator `{node.op}` in `{node_text(node)}` is not supported", hint=VALUE_HINT)
+
+    def _call(self, node: c_ast.FuncCall) -> Expr:
+        r = self.reader
+        if not isinstance(node.name, c_ast.ID):
+            raise r.error(node, f"unsupported call `{node_text(node)}`", hint=CALL_HINT)
+        name = node.name.name
+        args = list(node.args.exprs) if node.args is not None else []
+        base, dt = (name[:-1], f32) if name.endswith("f") and (name[:-1] in _UNARY_CALLS or name[:-1] in _BINARY_CALLS) else (name, f64)
+        if base in _UNARY_CALLS:
+            if len(args) != 1:
+                raise r.error(node, f"`{node_text(node)}`: {name} takes one argument")
+            return Unary(_UNARY_CALLS[base], self._cast(self._number(args[0]), dt), dt)
+        if base in _BINARY_CALLS:
+            if len(args) != 2:
+                raise r.error(node, f"`{node_text(node)}`: {name} takes two arguments")
+            return Binary(_BINARY_CALLS[base], self._cast(self._number(args[0]), dt), self._cast(self._number(args[1]), dt), dt)
+        raise r.error(node, f"call to `{name}` is not supported in a SCoP", hint=CALL_HINT)
+
+    def _cast_type(self, node: c_ast.Cast) -> DType:
+        t = node.to_type.type
+        if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType):
+            dt = dtype_of_names(t.type.names)
+            if dt is not None:
+                return dt
+        raise self.reader.error(node, f"cast `{node_text(node)}` is to an unsupported type", hint="cast to int, float or double")
+
+    def _is_index(self, node: c_ast.Node) -> bool:
+        """Whether ``node`` is built only from integers, iterators, sizes, + - * / % and int casts."""
+        if isinstance(node, c_ast.Constant):
+            return self.reader.affine.constant_int(node, self.scope) is not None
+        if isinstance(node, c_ast.ID):
+            kind = self.reader.lookup(node.name, self.scope).kind
+            return kind in (NameKind.ITERATOR, NameKind.PARAM, NameKind.INT)
+        if isinstance(node, c_ast.BinaryOp):
+            return node.op in ("+", "-", "*", "/", "%") and self._is_index(node.left) and self._is_index(node.right)
+        if isinstance(node, c_ast.UnaryOp):
+            return node.op in ("-", "+") and self._is_index(node.expr)
+        if isinstance(node, c_ast.Cast):
+            return is_int_type(node.to_type) and self._is_index(node.expr)
+        return False
+
+    # ----- typing -------------------------------------------------------------------------------
+    def _number(self, node: c_ast.Node) -> Expr:
+        """``node`` as a number; a condition used as a number is 1 or 0, as in C."""
+        e = self._value(node)
+        if e.dtype is None:
+            return Where(e, Const(1, i32), Const(0, i32), i32)
+        return e
+
+    def _boolean(self, node: c_ast.Node) -> Expr:
+        """``node`` as a condition; a number is true when non-zero, as in C."""
+        e = self._value(node)
+        if e.dtype is not None:
+            return Compare("!=", e, Const(0.0 if e.dtype.is_float else 0, e.dtype))
+        return e
+
+    def _unify(self, a: Expr, b: Expr) -> tuple[Expr, Expr]:
+        """C's usual arithmetic conversions: both operands to the wider type."""
+        dt = promote(a.dtype, b.dtype)
+        return self._cast(a, dt), self._cast(b, dt)
+
+    def _cast(self, e: Expr, dt: DType) -> Expr:
+        if e.dtype == dt:
+            return e
+        if isinstance(e, Const):
+            return Const(float(e.value) if dt.is_float else int(e.value), dt)
+        return Cast(e, dt)

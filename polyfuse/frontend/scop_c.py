@@ -1,0 +1,498 @@
+"""The C frontend: ``pf.from_c`` reads the ``#pragma scop`` region of a C function into a :class:`Program`.
+
+The file is preprocessed and parsed (:mod:`polyfuse.frontend.c_source`), the function is chosen (the named
+one, else the only one holding a ``#pragma scop``, else the only one), and the statements between
+``#pragma scop`` and ``#pragma endscop`` (the whole body when there is no pragma) are described to a
+:class:`~polyfuse.ir.builder.ProgramBuilder`. Code outside the region is ignored. Subscripts, loop bounds
+and ``if`` conditions must be affine (:mod:`polyfuse.frontend.c_affine`); right-hand sides follow C's typing
+(:mod:`polyfuse.frontend.c_values`). Every rejected construct is a :class:`SourceError` at the user's
+``file:line:col``, with the line and a caret.
+
+What names mean:
+
+* ``int`` (and other integer) parameters of the function, and non-``const`` integer globals, are the
+  program's **size params**, in declaration order, when the region or an array's extents mention them;
+* array parameters (``double A[n][m]``, ``double A[N][M]``, PolyBench's ``POLYBENCH_2D(A, N, M, n, m)``,
+  which reads ``A[n][m]``) and global arrays the region uses are the program's arrays; their extents are
+  affine in the size params and constants;
+* ``float`` / ``double`` parameters and globals are scalar arguments; integer macros and ``const int``
+  variables with constant initialisers are constants;
+* variables declared in the function (before or inside the region) are loop variables where a ``for``
+  uses them, else local scalars (0-d temporaries) or, for arrays, temporary arrays.
+
+Sizes and constant extents. With PolyBench's C99 macros every array is shaped by the int parameters, so
+the program is fully symbolic. Where an array is declared with a constant extent (``double A[N][N]`` with
+``#define N 400``) but indexed up to an int parameter (``for (i = 0; i < n; i++) A[i][i]``), the C code is
+only valid for sizes that fit the array, so those constraints (here ``n <= 400``) are added to the
+program's context; accesses to constant extents derive such bounds only when they leave some sizes of at
+least 1 possible, so a subscript that overflows for every size is still a :class:`BoundsError`. ``assume=``
+adds constraints of the caller's (a C condition on the sizes: ``"n >= 2 && m >= n"``), and ``defines``
+turns sizes into constants.
+
+Loops are ``for (init; cond; step)`` with ``i = lo`` or ``int i = lo``, a condition of ``&&``-joined
+comparisons of ``i`` with bounds, and a constant step (``i++``, ``++i``, ``i += c``, ``i = i + c`` and the
+decreasing forms, which keep their source order through the builder's ``reverse`` loops).
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+from pycparser import c_ast
+
+from polyfuse.analysis.checks import check_program
+from polyfuse.errors import SourceError
+from polyfuse.frontend.affine import Binding, NameKind
+from polyfuse.frontend.c_affine import CAffine
+from polyfuse.frontend.c_source import CUnit, assume_condition, functions_in, has_scop, node_text, read_c, scop_region
+from polyfuse.frontend.c_values import CValues, dtype_of_names
+from polyfuse.ir.builder import ProgramBuilder, Scope
+from polyfuse.ir.expr import Binary, Read
+from polyfuse.ir.program import Array, Program
+from polyfuse.types import DType
+
+BODY_HINT = "a SCoP holds for loops with affine bounds and constant steps, affine ifs, and assignments (= += -= *= /=) to array elements or local scalars"
+LOOP_HINT = "loops are `for (i = lo; i < hi; i++)` (or <=, >, >=, ++i, i += c, i--, i -= c) with affine bounds and a constant step"
+_STATEMENT_NAMES = {
+    c_ast.While: "a while loop", c_ast.DoWhile: "a do-while loop", c_ast.Goto: "goto", c_ast.Break: "break",
+    c_ast.Continue: "continue", c_ast.Return: "return", c_ast.Switch: "switch", c_ast.Label: "a label",
+    c_ast.Case: "case", c_ast.Default: "default",
+}
+_OPS = ("=", "+=", "-=", "*=", "/=")
+
+
+def from_c(source: str, function: str | None = None, defines: dict[str, object] | None = None,
+           assume: str | None = None) -> Program:
+    """The :class:`Program` of the SCoP in a C file (a path) or C text.
+
+    ``source`` is C text when it holds a newline or ``{``, else a path. ``function`` names the function;
+    without it the file's only function holding a ``#pragma scop`` (or its only function) is read.
+    ``defines`` maps macro names to values (``-D NAME=VALUE``; they override the file's own ``#define``).
+    ``assume`` is a C condition on the size parameters added to the program's context.
+    """
+    unit = read_c(source, defines, assume)
+    fdef = select_function(unit, function)
+    return CReader(unit, fdef).read()
+
+
+def select_function(unit: CUnit, function: str | None) -> c_ast.FuncDef:
+    """The function to read: the named one, else the only one with a SCoP, else the only one."""
+    funcs = functions_in(unit)
+    names = ", ".join(f.decl.name for f in funcs) or "none"
+    if function is not None:
+        for f in funcs:
+            if f.decl.name == function:
+                return f
+        raise SourceError(f"{unit.filename}: no function named {function!r}; functions defined: {names}")
+    with_scop = [f for f in funcs if has_scop(f)]
+    if len(with_scop) == 1:
+        return with_scop[0]
+    if len(with_scop) > 1:
+        raise SourceError(f"{unit.filename}: several functions hold a #pragma scop: "
+                          f"{', '.join(f.decl.name for f in with_scop)}; choose one with function=NAME")
+    if len(funcs) == 1:
+        return funcs[0]
+    raise SourceError(f"{unit.filename}: no function holds a #pragma scop and there is not exactly one function "
+                      f"(functions defined: {names}); choose one with function=NAME")
+
+
+class _Var:
+    """A declared C variable: its declaration, element dtype (None if unsupported), extents, and flags."""
+
+    def __init__(self, decl: c_ast.Decl) -> None:
+        self.decl = decl
+        self.dims: list[c_ast.Node | None] = []
+        self.pointer = False
+        t = decl.type
+        while isinstance(t, (c_ast.ArrayDecl, c_ast.PtrDecl)):
+            if isinstance(t, c_ast.PtrDecl):
+                self.pointer = True
+            else:
+                self.dims.append(t.dim)
+            t = t.type
+        self.const = "const" in (decl.quals or []) or (isinstance(t, c_ast.TypeDecl) and "const" in (t.quals or []))
+        self.dtype: DType | None = None
+        self.what = "a variable of an unsupported type"
+        if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType):
+            self.dtype = dtype_of_names(t.type.names)
+            self.what = f"a `{' '.join(t.type.names)}` variable"
+        elif isinstance(t, c_ast.TypeDecl) and isinstance(t.type, (c_ast.Struct, c_ast.Union)):
+            self.what = "a struct"
+        if self.pointer:
+            self.what = "a pointer"
+
+    @property
+    def is_int_scalar(self) -> bool:
+        return self.dtype is not None and not self.dtype.is_float and not self.dims and not self.pointer
+
+
+class CReader:
+    """Reads the SCoP of one C function into a Program (one reader per function, used once)."""
+
+    def __init__(self, unit: CUnit, fdef: c_ast.FuncDef) -> None:
+        self.unit = unit
+        self.fdef = fdef
+        self.name = fdef.decl.name
+        self.region = scop_region(unit, fdef)
+        self.affine = CAffine(self)
+        self.values = CValues(self)
+        self.params_decl: dict[str, _Var] = {}
+        for p in (fdef.decl.type.args.params if fdef.decl.type.args is not None else []):
+            if isinstance(p, c_ast.Decl) and p.name:
+                self.params_decl[p.name] = _Var(p)
+        self.globals: dict[str, _Var] = {}
+        for e in unit.ast.ext:
+            if isinstance(e, c_ast.Decl) and e.name and not isinstance(e.type, c_ast.FuncDecl) and "typedef" not in (e.storage or []):
+                self.globals[e.name] = _Var(e)
+        self.locals: dict[str, _Var] = {}
+        for d in _walk(fdef.body):
+            if isinstance(d, c_ast.Decl) and d.name and not isinstance(d.type, c_ast.FuncDecl):
+                self.locals.setdefault(d.name, _Var(d))
+        self.constants: dict[str, int] = {}
+        self.builder: ProgramBuilder | None = None
+        self._const_arrays: set[str] = set()
+
+    # ----- errors and names ---------------------------------------------------------------------
+    def error(self, node: c_ast.Node | None, message: str, hint: str | None = None) -> SourceError:
+        return self.unit.error(node, message, hint)
+
+    def lookup(self, name: str, scope: Scope | None) -> Binding:
+        """What ``name`` denotes at the point whose naming context is ``scope``."""
+        if scope is not None and name in scope.iterators:
+            return Binding(NameKind.ITERATOR)
+        if name in self.constants:
+            return Binding(NameKind.INT, self.constants[name])
+        for table, is_local in ((self.locals, True), (self.params_decl, False), (self.globals, False)):
+            var = table.get(name)
+            if var is None:
+                continue
+            if var.pointer or var.dtype is None:
+                return Binding(NameKind.OTHER, var.what)
+            if var.dims:
+                return Binding(NameKind.ARRAY)
+            if is_local:
+                return Binding(NameKind.LOCAL)
+            if var.dtype.is_float:
+                return Binding(NameKind.SCALAR_ARG)
+            return Binding(NameKind.PARAM, name)
+        return Binding(NameKind.UNKNOWN)
+
+    def array(self, name: str, node: c_ast.Node) -> Array:
+        """The program array ``name`` (a local array is declared as a temporary on first use)."""
+        b = self.builder
+        if name not in b.arrays:
+            var = self.locals[name]
+            shape = [self.affine.size(d, var.decl, b.params) for d in var.dims]
+            b.add_array(name, shape, var.dtype, "temp", argument=False)
+            if any(not s.terms for s in shape):
+                self._const_arrays.add(name)
+        return b.arrays[name]
+
+    def local_scalar(self, name: str, node: c_ast.Node) -> DType:
+        """The dtype of local scalar ``name``, declared as a 0-d temporary on first use."""
+        if name not in self.builder.arrays:
+            self.builder.add_array(name, [], self.locals[name].dtype, "temp", argument=False)
+        return self.builder.arrays[name].dtype
+
+    # ----- entry --------------------------------------------------------------------------------
+    def read(self) -> Program:
+        """Translate the region; the result has passed the static checks."""
+        self._collect_constants()
+        params = self._collect_params()
+        coord = self.fdef.coord
+        b = self.builder = ProgramBuilder(self.name, params, self.unit.filename, coord.line if coord else 0)
+        self._declare_arguments()
+        assume = self._assume()
+        self.block(self.region)
+        if not b.statements:
+            raise self.error(self.fdef, f"function `{self.name}` has no statements in its SCoP", hint=BODY_HINT)
+        derived = self._fitting_sizes(assume)
+        if derived is not None:
+            assume = derived if assume is None else assume & derived
+        return check_program(b.build(assume))
+
+    def _collect_constants(self) -> None:
+        """``const`` integer variables with constant initialisers (globals, then locals) are constants."""
+        for table in (self.globals, self.locals):
+            for name, var in table.items():
+                if var.const and var.is_int_scalar and var.decl.init is not None:
+                    k = self.affine.constant_int(var.decl.init, None)
+                    if k is not None:
+                        self.constants[name] = k
+
+    def _collect_params(self) -> list[str]:
+        """Integer parameters and non-const integer globals that the region or an array's extents mention."""
+        used = {n.name for item in self.region for n in _walk(item) if isinstance(n, c_ast.ID)}
+        cond = assume_condition(self.unit)
+        if cond is not None:
+            used |= {n.name for n in _walk(cond) if isinstance(n, c_ast.ID)}
+        for table in (self.params_decl, self.globals, self.locals):
+            for name, var in table.items():
+                if var.dims and (table is self.params_decl or name in used):
+                    used |= {n.name for d in var.dims if d is not None for n in _walk(d) if isinstance(n, c_ast.ID)}
+        out = []
+        for table in (self.params_decl, self.globals):
+            for name, var in table.items():
+                if var.is_int_scalar and name in used and name not in self.locals and name not in self.constants and name not in out:
+                    out.append(name)
+        return out
+
+    def _declare_arguments(self) -> None:
+        """Array and float scalar parameters (all of them, in order), then the globals the region uses."""
+        used = {n.name for item in self.region for n in _walk(item) if isinstance(n, c_ast.ID)}
+        b = self.builder
+        for table, everything in ((self.params_decl, True), (self.globals, False)):
+            for name, var in table.items():
+                if name in b.arrays or name in b.scalars or name in self.locals or not (everything or name in used):
+                    continue
+                if var.pointer or var.dtype is None:
+                    continue  # reported where the region uses it
+                if var.dims:
+                    shape = [self.affine.size(d, var.decl, b.params) for d in var.dims]
+                    b.add_array(name, shape, var.dtype, "input", argument=True)
+                    if any(not s.terms for s in shape):
+                        self._const_arrays.add(name)
+                elif var.dtype.is_float:
+                    b.add_scalar(name, var.dtype)
+
+    def _assume(self) -> isl.Set | None:
+        cond = assume_condition(self.unit)
+        return None if cond is None else self.affine.condition(cond, self.builder.param_scope())
+
+    def _fitting_sizes(self, assume: isl.Set | None) -> isl.Set | None:
+        """The sizes for which every access to a constant extent stays inside it (see the module docstring),
+        or None when that adds nothing or would leave no size of at least 1."""
+        b = self.builder
+        if not b.params or not self._const_arrays:
+            return None
+        scope = b.param_scope()
+        fits = scope.universe()
+        for stmt in b.statements:
+            for acc in stmt.accesses:
+                arr = b.arrays[acc.array]
+                if acc.array not in self._const_arrays:
+                    continue
+                outside = acc.relation.intersect_domain(stmt.domain).subtract_range(_constant_extent(arr, b.params))
+                fits = fits.subtract(outside.params())
+        if fits.is_equal(scope.universe()):
+            return None
+        positive = scope.universe()
+        for p in b.params:
+            positive = positive & scope.var(p).ge_set(scope.const(1))
+        if assume is not None:
+            positive = positive & assume
+        return None if (fits & positive).is_empty() else fits.coalesce()
+
+    # ----- statements ---------------------------------------------------------------------------
+    def block(self, items: list[c_ast.Node]) -> None:
+        for item in items:
+            self.statement(item)
+
+    def statement(self, node: c_ast.Node) -> None:
+        """Translate one statement of the region."""
+        if isinstance(node, c_ast.Compound):
+            self.block(node.block_items or [])
+        elif isinstance(node, c_ast.For):
+            self._for(node)
+        elif isinstance(node, c_ast.If):
+            scope = self.builder.scope()
+            cond = self.affine.condition(node.cond, scope)
+            with self.builder.condition(cond):
+                self.statement(node.iftrue)
+            if node.iffalse is not None:
+                with self.builder.condition(scope.universe().subtract(cond)):
+                    self.statement(node.iffalse)
+        elif isinstance(node, c_ast.Assignment):
+            if node.op not in _OPS:
+                raise self.error(node, f"compound assignment `{node.op}` in `{self.unit.segment(node)}` is not supported",
+                                 hint="use = += -= *= /=")
+            self._assign(node, node.lvalue, node.op, node.rvalue)
+        elif isinstance(node, c_ast.Decl):
+            self._declaration(node)
+        elif isinstance(node, c_ast.DeclList):
+            for d in node.decls:
+                self._declaration(d)
+        elif isinstance(node, (c_ast.EmptyStatement, c_ast.Pragma)):
+            pass  # `;` and other pragmas (OpenMP, ivdep): no code
+        elif isinstance(node, c_ast.UnaryOp) and node.op in ("++", "--", "p++", "p--"):
+            sym = node.op.lstrip("p")
+            raise self.error(node, f"`{self.unit.segment(node)}`: {sym} statements are not supported",
+                             hint=f"write `{node_text(node.expr)} {sym[0]}= 1;`")
+        elif isinstance(node, c_ast.FuncCall):
+            raise self.error(node, f"the call `{node_text(node)}` is not allowed in a SCoP",
+                             hint="a SCoP only computes on arrays; move I/O and other calls outside #pragma scop")
+        elif type(node) in _STATEMENT_NAMES:
+            raise self.error(node, f"unsupported statement `{node_text(node).splitlines()[0]}`: {_STATEMENT_NAMES[type(node)]} "
+                                   "is not allowed in a SCoP", hint=LOOP_HINT if isinstance(node, (c_ast.While, c_ast.DoWhile)) else BODY_HINT)
+        else:
+            raise self.error(node, f"unsupported statement `{node_text(node)}`", hint=BODY_HINT)
+
+    def _declaration(self, node: c_ast.Decl) -> None:
+        """A declaration in the region: a local; its initialiser (if any) is an assignment."""
+        var = self.locals.get(node.name)
+        if var is None:
+            raise self.error(node, f"unsupported declaration `{node_text(node)}`", hint=BODY_HINT)
+        if var.pointer or var.dtype is None:
+            raise self.error(node, f"`{node.name}` is {var.what}; a SCoP declares int, float or double scalars and arrays")
+        if node.init is not None:
+            if var.dims:
+                raise self.error(node, f"array initialiser in `{node_text(node)}` is not supported", hint="assign the elements in a loop")
+            self._assign(node, c_ast.ID(node.name, node.coord), "=", node.init)
+
+    def _assign(self, node: c_ast.Node, target: c_ast.Node, op: str, value: c_ast.Node) -> None:
+        b = self.builder
+        scope = b.scope()
+        text = self.unit.segment(node)
+        if isinstance(target, c_ast.ID):
+            kind = self.lookup(target.name, scope)
+            if kind.kind is not NameKind.LOCAL:
+                raise self._bad_target(target, kind)
+            array, subs = target.name, []
+            self.local_scalar(target.name, target)
+        elif isinstance(target, c_ast.ArrayRef):
+            array, subs = self.affine.subscript(target, scope)
+        else:
+            raise self.error(target, f"cannot assign to `{node_text(target)}`",
+                             hint="assign to an array element A[i][j] or a local scalar (no pointers or struct members)")
+        dtype = b.arrays[array].dtype
+        ttext = node_text(target)
+
+        def make_value(read):  # noqa: ANN001, ANN202 - the builder's callback
+            if op != "/=":
+                return self.values.translate(value, scope, read, dtype)
+            rhs = self.values.translate(value, scope, read, dtype)
+            old = Read(read(array, subs, ttext), dtype)
+            return Binary("/" if dtype.is_float else "//", old, rhs, dtype)
+
+        line = node.coord.line if node.coord else 0
+        b.add_statement((array, subs, ttext), "=" if op == "/=" else op, make_value, line, text)
+
+    def _bad_target(self, target: c_ast.ID, b: Binding) -> SourceError:
+        name = target.name
+        messages = {
+            NameKind.ITERATOR: f"cannot assign to the loop variable `{name}`",
+            NameKind.PARAM: f"cannot assign to the size parameter `{name}`",
+            NameKind.INT: f"cannot assign to the constant `{name}`",
+            NameKind.ARRAY: f"cannot assign to the whole array `{name}`",
+            NameKind.SCALAR_ARG: f"cannot assign to the scalar parameter `{name}`: scalar parameters are read-only in a SCoP",
+            NameKind.UNKNOWN: f"assignment to the undeclared name `{name}`",
+        }
+        msg = messages.get(b.kind, f"cannot assign to `{name}`: it is {b.value}")
+        return self.error(target, msg, hint="copy it into a local scalar declared in the function, or assign array elements")
+
+    # ----- loops --------------------------------------------------------------------------------
+    def _for(self, node: c_ast.For) -> None:
+        b = self.builder
+        scope = b.scope()
+        it, start = self._loop_init(node, scope)
+        step = self._loop_step(node, it)
+        if node.cond is None:
+            raise self.error(node, f"the loop over `{it}` has no condition", hint=LOOP_HINT)
+        bounds = self._loop_bounds(node.cond, it, scope, step)
+        lo = self.affine.affine(start, scope, "loop bound")
+        if step > 0:
+            hi = bounds[0]
+            for extra in bounds[1:]:
+                hi = hi.min(extra)
+            with b.loop(it, lo, hi, step):
+                self.statement(node.stmt)
+        else:
+            low = bounds[0]
+            for extra in bounds[1:]:
+                low = low.max(extra)
+            with b.loop(it, low, lo + 1, -step, reverse=True):
+                self.statement(node.stmt)
+
+    def _loop_init(self, node: c_ast.For, scope: Scope) -> tuple[str, c_ast.Node]:
+        init = node.init
+        if isinstance(init, c_ast.DeclList) and len(init.decls) == 1 and init.decls[0].init is not None:
+            name, start, where = init.decls[0].name, init.decls[0].init, init.decls[0]
+        elif isinstance(init, c_ast.Assignment) and init.op == "=" and isinstance(init.lvalue, c_ast.ID):
+            name, start, where = init.lvalue.name, init.rvalue, init.lvalue
+        else:
+            raise self.error(init if init is not None else node, f"unsupported loop start `{node_text(init) if init is not None else ''}`",
+                             hint="start the loop with `i = lo` or `int i = lo`")
+        kind = self.lookup(name, scope)
+        if kind.kind is NameKind.ITERATOR:
+            raise self.error(where, f"loop variable `{name}` shadows the enclosing loop's variable `{name}`", hint="give the inner loop its own variable")
+        var = self.locals.get(name)
+        if kind.kind is not NameKind.LOCAL or var is None or not var.is_int_scalar:
+            raise self.error(where, f"loop variable `{name}` must be an int variable of the function, not {'a ' + kind.kind.value if kind.kind is not NameKind.OTHER else kind.value}",
+                             hint="declare it `int i;` in the function or in the loop: for (int i = 0; ...)")
+        if name in {n.name for n in _walk(start) if isinstance(n, c_ast.ID)}:
+            raise self.error(start, f"the start of the loop over `{name}` uses `{name}` itself", hint=LOOP_HINT)
+        return name, start
+
+    def _loop_step(self, node: c_ast.For, it: str) -> int:
+        nxt = node.next
+        step: int | None = None
+        if isinstance(nxt, c_ast.UnaryOp) and nxt.op in ("++", "p++", "--", "p--") and _is_name(nxt.expr, it):
+            step = 1 if "++" in nxt.op else -1
+        elif isinstance(nxt, c_ast.Assignment) and _is_name(nxt.lvalue, it):
+            if nxt.op in ("+=", "-="):
+                k = self.affine.constant_int(nxt.rvalue, None)
+                step = None if k is None else (k if nxt.op == "+=" else -k)
+            elif nxt.op == "=" and isinstance(nxt.rvalue, c_ast.BinaryOp) and nxt.rvalue.op in ("+", "-"):
+                l, r = nxt.rvalue.left, nxt.rvalue.right
+                if _is_name(l, it):
+                    k = self.affine.constant_int(r, None)
+                    step = None if k is None else (k if nxt.rvalue.op == "+" else -k)
+                elif _is_name(r, it) and nxt.rvalue.op == "+":
+                    step = self.affine.constant_int(l, None)
+            if step is None and nxt.op in ("+=", "-=", "="):
+                raise self.error(nxt, f"loop step `{node_text(nxt)}` is not a constant step of `{it}`", hint=LOOP_HINT)
+        if step is None:
+            raise self.error(nxt if nxt is not None else node, f"unsupported loop step `{node_text(nxt) if nxt is not None else ''}`", hint=LOOP_HINT)
+        if step == 0:
+            raise self.error(nxt, f"loop step `{node_text(nxt)}` is zero", hint=LOOP_HINT)
+        return step
+
+    def _loop_bounds(self, cond: c_ast.Node, it: str, scope: Scope, step: int) -> list[isl.PwAff]:
+        """The bounds the condition puts on ``it``: exclusive upper bounds for an increasing loop,
+        inclusive lower bounds for a decreasing one."""
+        if isinstance(cond, c_ast.BinaryOp) and cond.op == "&&":
+            return self._loop_bounds(cond.left, it, scope, step) + self._loop_bounds(cond.right, it, scope, step)
+        flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+        if isinstance(cond, c_ast.BinaryOp) and cond.op in flip:
+            if _is_name(cond.left, it):
+                op, other = cond.op, cond.right
+            elif _is_name(cond.right, it):
+                op, other = flip[cond.op], cond.left
+            else:
+                op, other = None, None
+            if op is not None:
+                if it in {n.name for n in _walk(other) if isinstance(n, c_ast.ID)}:
+                    raise self.error(cond, f"the bound in `{node_text(cond)}` uses the loop variable `{it}`", hint=LOOP_HINT)
+                bound = self.affine.affine(other, scope, "loop bound")
+                if step > 0 and op in ("<", "<="):
+                    return [bound if op == "<" else bound + 1]
+                if step < 0 and op in (">", ">="):
+                    return [bound if op == ">=" else bound + 1]
+                direction = "increasing" if step > 0 else "decreasing"
+                raise self.error(cond, f"the condition `{node_text(cond)}` of a loop with {direction} `{it}` does not bound it "
+                                       f"from {'above' if step > 0 else 'below'}", hint=LOOP_HINT)
+        raise self.error(cond, f"unsupported loop condition `{node_text(cond)}`: it must compare `{it}` with an affine bound",
+                         hint=LOOP_HINT)
+
+
+def _constant_extent(arr: Array, params: tuple[str, ...]) -> isl.Set:
+    """``{ A[a0, ...] : 0 <= ak < shape_k }`` for the dimensions of constant extent only."""
+    space = isl.Space.create_from_names(isl.DEFAULT_CONTEXT, set=[f"a{k}" for k in range(arr.ndim)], params=list(params))
+    v = isl.affs_from_space(space)
+    ext = isl.Set.universe(space)
+    for k, size in enumerate(arr.shape):
+        if not size.terms:
+            ext = ext & v[f"a{k}"].ge_set(v[0]) & v[f"a{k}"].lt_set(v[0] + size.constant)
+    return ext.set_tuple_name(arr.name)
+
+
+def _is_name(node: c_ast.Node | None, name: str) -> bool:
+    return isinstance(node, c_ast.ID) and node.name == name
+
+
+def _walk(node: c_ast.Node | None):  # noqa: ANN202 - a generator of nodes
+    """``node`` and every node under it, parents first."""
+    if node is None:
+        return
+    yield node
+    for _, child in node.children():
+        yield from _walk(child)
