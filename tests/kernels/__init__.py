@@ -20,12 +20,15 @@ HERE = Path(__file__).resolve().parent
 @dataclass(frozen=True)
 class Kernel:
     """One kernel of the suite. ``sizes`` are the small test sizes (macro name -> value); ``steps`` names
-    the time-step macro whose value the numpy formulation takes as ``steps.lower()`` (empty: none)."""
+    the time-step macro whose value the numpy formulation takes as ``steps.lower()`` (empty: none); ``assume``
+    is the C condition on the sizes that the kernel needs to be valid (``pf.from_c(..., assume=...)``), for
+    kernels that touch an element such as ``y[0]`` unconditionally, which no array of size 0 holds."""
 
     name: str
     category: str
     sizes: Mapping[str, int] = field(default_factory=dict)
     steps: str = ""
+    assume: str | None = None
 
     @property
     def path(self) -> Path:
@@ -40,12 +43,12 @@ class Kernel:
         return {k: str(v) for k, v in self.sizes.items()}
 
 
-def _k(name: str, category: str, steps: str = "", **sizes: int) -> Kernel:
-    return Kernel(name, category, MappingProxyType(sizes), steps)
+def _k(name: str, category: str, steps: str = "", assume: str | None = None, **sizes: int) -> Kernel:
+    return Kernel(name, category, MappingProxyType(sizes), steps, assume)
 
 
 KERNELS: tuple[Kernel, ...] = (
-    _k("correlation", "datamining", M=7, N=9),
+    _k("correlation", "datamining", assume="m >= 1", M=7, N=9),
     _k("covariance", "datamining", M=7, N=9),
     _k("gemm", "blas", NI=6, NJ=7, NK=8),
     _k("gemver", "blas", N=8),
@@ -61,7 +64,7 @@ KERNELS: tuple[Kernel, ...] = (
     _k("doitgen", "kernels", NQ=4, NR=5, NP=6),
     _k("mvt", "kernels", N=8),
     _k("cholesky", "solvers", N=8),
-    _k("durbin", "solvers", N=8),
+    _k("durbin", "solvers", assume="n >= 1", N=8),
     _k("gramschmidt", "solvers", M=9, N=6),
     _k("lu", "solvers", N=8),
     _k("ludcmp", "solvers", N=8),
@@ -70,7 +73,7 @@ KERNELS: tuple[Kernel, ...] = (
     _k("floyd-warshall", "medley", N=8),
     _k("nussinov", "medley", N=9),
     _k("adi", "stencils", "TSTEPS", TSTEPS=3, N=8),
-    _k("fdtd-2d", "stencils", "TMAX", TMAX=3, NX=6, NY=7),
+    _k("fdtd-2d", "stencils", "TMAX", "nx >= 1", TMAX=3, NX=6, NY=7),
     _k("heat-3d", "stencils", "TSTEPS", TSTEPS=2, N=6),
     _k("jacobi-1d", "stencils", "TSTEPS", TSTEPS=3, N=10),
     _k("jacobi-2d", "stencils", "TSTEPS", TSTEPS=3, N=8),
