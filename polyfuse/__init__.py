@@ -19,6 +19,7 @@ from polyfuse.errors import (
 )
 from polyfuse.frontend.dsl import program
 from polyfuse.frontend.intrinsics import abs, empty, exp, log, max, min, pow, sqrt, tanh, where  # noqa: A004
+from polyfuse.frontend.scop_c import from_c
 from polyfuse.ir.program import Access, Array, Program, Statement
 from polyfuse.runtime.reference import reference
 from polyfuse.schedule import schedule
@@ -27,6 +28,6 @@ from polyfuse.types import DType, Param, f32, f64, i32, params
 __all__ = [
     "Code", "Executable", "codegen", "compile",
     "Access", "Array", "BoundsError", "CodegenError", "DType", "Dependence", "Dependences", "IllegalTransformError",
-    "Param", "PolyfuseError", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64",
+    "Param", "PolyfuseError", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64", "from_c",
     "i32", "log", "max", "min", "params", "pow", "program", "reference", "schedule", "sqrt", "tanh", "where",
 ]

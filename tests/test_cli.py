@@ -35,8 +35,9 @@ def run_cli(capsys, *argv):
 def run_module(*argv, cwd=ROOT):
     """``python -m polyfuse argv...`` in a subprocess."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "polyfuse", *map(str, argv)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "polyfuse", *map(str, argv)], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def target(name):
@@ -212,16 +213,49 @@ def test_missing_file(capsys, tmp_path):
     assert err == f"polyfuse: error: {tmp_path / 'nowhere.py'}: no such file\n"
 
 
-def test_c_file_needs_the_c_frontend(capsys, tmp_path):
-    path = write(tmp_path, "k.c", "void f(int n, float A[n]) {\n#pragma scop\n#pragma endscop\n}\n")
-    try:
-        import polyfuse.frontend.scop_c  # noqa: F401
-    except ImportError:
-        status, _, err = run_cli(capsys, "show", f"{path}::f")
-        assert status == 1
-        assert "C frontend" in err and err.count("\n") == 1
-    else:
-        pytest.skip("the C frontend exists; its own tests cover .c files")
+C_KERNEL = """\
+void scale(int n, float A[n], float B[n])
+{
+  int i;
+#pragma scop
+  for (i = 0; i < n; i++)
+    B[i] = 2.0f * A[i];
+  for (i = 1; i < n; i++)
+    A[i] = B[i - 1];
+#pragma endscop
+}
+"""
+
+
+def test_c_file_show_and_deps(capsys, tmp_path):
+    path = write(tmp_path, "k.c", C_KERNEL)
+    status, out, err = run_cli(capsys, "show", f"{path}::scale")
+    assert status == 0, err
+    assert out.startswith("program scale(") and "S0: " in out and "S1: " in out
+    status, out, err = run_cli(capsys, "deps", path, "--kind", "flow", "--format", "json")
+    assert status == 0, err
+    records = json.loads(out)["dependences"]
+    assert [(r["kind"], r["source"], r["sink"], r["array"]) for r in records] == [("flow", "S0", "S1", "B")]
+
+
+def test_c_file_errors_are_one_line(capsys, tmp_path):
+    path = write(tmp_path, "k.c", C_KERNEL)
+    status, _, err = run_cli(capsys, "show", f"{path}::nothing")
+    assert status == 1
+    assert err.count("\n") == 1 and "nothing" in err
+    bad = write(tmp_path, "bad.c", C_KERNEL.replace("B[i] = 2.0f * A[i];", "B[i * i] = 2.0f * A[i];"))
+    status, _, err = run_cli(capsys, "show", bad)
+    assert status == 1
+    assert err.count("\n") == 1 and "bad.c:6:" in err
+    assert "Traceback" not in err and PACKAGE_DIR not in err
+
+
+def test_c_file_without_the_c_frontend(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr("polyfuse.cli.loading.C_FRONTEND", "polyfuse.frontend.no_such_frontend")
+    path = write(tmp_path, "k.c", C_KERNEL)
+    status, _, err = run_cli(capsys, "show", f"{path}::scale")
+    assert status == 1
+    assert "C frontend" in err and err.count("\n") == 1
 
 
 # ----- errors in the user's file -----------------------------------------------------------------
@@ -274,8 +308,17 @@ def test_user_file_can_import_its_neighbours(capsys, tmp_path):
 # ----- usage and the command registry ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [[], ["frobnicate", "x.py"], ["show"], ["deps", "x.py", "--format", "svg"],
-                                  ["deps", "x.py", "--kind", "true"], ["deps", "x.py", "--kind", ""]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["frobnicate", "x.py"],
+        ["show"],
+        ["deps", "x.py", "--format", "svg"],
+        ["deps", "x.py", "--kind", "true"],
+        ["deps", "x.py", "--kind", ""],
+    ],
+)
 def test_bad_usage_exits_2(capsys, argv):
     status, out, err = run_cli(capsys, *argv)
     assert status == 2

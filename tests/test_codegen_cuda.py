@@ -141,6 +141,7 @@ def _unit(variants: list[tuple[str, str]]) -> str:
 
 @pytest.fixture(scope="module")
 def generated() -> dict[str, list[tuple[str, object]]]:
+    """Generated CUDA of every program under every schedule variant (computed once per module)."""
     return {p.name: [(tag, generate_cuda(s)) for tag, s in schedules(p)] for p in ex.ALL}
 
 
@@ -234,29 +235,34 @@ static pf_dim3 blockIdx, threadIdx;
 """
 
 
-def _driver(launch: Launch) -> str:
+def _driver(launch: Launch, tag: str) -> str:
     """A C++ function that runs every (block, thread) of one launch sequentially."""
     params, names = [], []
     for a in launch.args:
         t = f"{a.dtype.c_name}*" if a.kind == "array" else (a.dtype.c_name if a.kind == "scalar" else "long long")
         params.append(f"{t} {a.name}")
         names.append(a.name)
-    return (f'extern "C" void run_{launch.kernel}(const unsigned* g, const unsigned* b, {", ".join(params)}) {{\n'
+    return (f'extern "C" void run_{tag}_{launch.kernel}(const unsigned* g, const unsigned* b, {", ".join(params)}) {{\n'
             "  for (unsigned gz = 0; gz < g[2]; gz++) for (unsigned gy = 0; gy < g[1]; gy++) for (unsigned gx = 0; gx < g[0]; gx++)\n"
             "  for (unsigned bz = 0; bz < b[2]; bz++) for (unsigned by = 0; by < b[1]; by++) for (unsigned bx = 0; bx < b[0]; bx++) {\n"
             "    blockIdx.x = gx; blockIdx.y = gy; blockIdx.z = gz; threadIdx.x = bx; threadIdx.y = by; threadIdx.z = bz;\n"
-            f"    {launch.kernel}({', '.join(names)});\n  }}\n}}\n")
+            f"    {tag}_{launch.kernel}({', '.join(names)});\n  }}\n}}\n")
 
 
-def emulate(code, prog: Program, values: dict, sizes: dict, tmp: Path, tag: str = "emu") -> None:
-    """Run generated CUDA on the CPU: g++ builds kernels + drivers; the host plan runs in Python."""
-    launches = {la.kernel: la for la in code.launch.launches()}
-    src = EMULATION_PRELUDE + code.text + "".join(_driver(la) for la in launches.values())
-    (tmp / f"{tag}.cpp").write_text(src)
-    lib = tmp / f"{tag}.so"  # a distinct name per variant: dlopen caches libraries by path
-    out = subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o", str(lib), str(tmp / f"{tag}.cpp")], capture_output=True, text=True)
+def build_emulator(variants: list[tuple[str, object]], tmp: Path) -> ctypes.CDLL:
+    """One shared library running every variant's kernels on the CPU (kernels renamed ``<tag>_<name>``)."""
+    src = [EMULATION_PRELUDE, PRELUDE]
+    for tag, code in variants:
+        src.append(code.text.replace(PRELUDE, "").replace("__global__ void ", f"__global__ void {tag}_"))
+        src.extend(_driver(la, tag) for la in {la.kernel: la for la in code.launch.launches()}.values())
+    (tmp / "emu.cpp").write_text("\n".join(src))
+    out = subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o", str(tmp / "emu.so"), str(tmp / "emu.cpp")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-4000:]
-    dll = ctypes.CDLL(str(lib))
+    return ctypes.CDLL(str(tmp / "emu.so"))
+
+
+def emulate(dll: ctypes.CDLL, tag: str, code, values: dict, sizes: dict) -> None:
+    """Run one variant's host plan in Python, its kernels from ``dll``; ``values`` are updated in place."""
     buffers = dict(values)
     for a in code.launch.arrays:
         if a.name not in buffers:
@@ -274,7 +280,7 @@ def emulate(code, prog: Program, values: dict, sizes: dict, tmp: Path, tag: str 
                 args.append(ctypes_of[a.dtype.name](values[a.name]))
             else:
                 args.append(ctypes.c_longlong(env[a.name]))
-        getattr(dll, f"run_{la.kernel}")(g, b, *args)
+        getattr(dll, f"run_{tag}_{la.kernel}")(g, b, *args)
 
     run_host_plan(code.launch, launch, sizes)
 
@@ -299,15 +305,17 @@ def _inputs(prog: Program, sizes: dict, seed: int = 0) -> dict:
 
 
 @pytest.mark.parametrize("prog", ex.ALL, ids=lambda p: p.name)
-def test_cpu_emulation_matches_reference(prog: Program, tmp_path: Path) -> None:
+def test_cpu_emulation_matches_reference(prog: Program, generated, tmp_path: Path) -> None:
     if shutil.which("g++") is None:
         pytest.skip("g++ is not on PATH")
     sizes = {p: SIZES[p] for p in prog.params}
     expected = _inputs(prog, sizes)
     pf.reference(prog)(**expected, **{p: v for p, v in sizes.items() if p == "T"})
-    for tag, sched in schedules(prog):
+    variants = [(tag.replace("-", "_"), code) for tag, code in generated[prog.name]]
+    dll = build_emulator(variants, tmp_path)
+    for tag, code in variants:
         got = _inputs(prog, sizes)
-        emulate(generate_cuda(sched), prog, got, sizes, tmp_path, tag)
+        emulate(dll, tag, code, got, sizes)
         for name in prog.arguments:
             if name in prog.arrays and prog.arrays[name].role != "input":
                 tol = 1e-4 if prog.arrays[name].dtype.name == "f32" else 1e-9

@@ -64,9 +64,7 @@ def csv_choice(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
         items = [t.strip() for t in text.split(",") if t.strip()]
         bad = [t for t in items if t not in choices]
         if bad or not items:
-            raise argparse.ArgumentTypeError(
-                f"expected a comma-separated list of {', '.join(choices)}; got {text!r}"
-            )
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {', '.join(choices)}; got {text!r}")
         return tuple(dict.fromkeys(items))
 
     return parse

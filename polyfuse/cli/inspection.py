@@ -21,7 +21,10 @@ def _deps_arguments(parser: argparse.ArgumentParser) -> None:
     add_target_argument(parser)
     parser.add_argument("--format", choices=DEP_FORMATS, default="text", help="output format (default: text)")
     parser.add_argument(
-        "--kind", type=csv_choice(DEP_KINDS), default=DEP_KINDS, metavar="KINDS",
+        "--kind",
+        type=csv_choice(DEP_KINDS),
+        default=DEP_KINDS,
+        metavar="KINDS",
         help="comma-separated dependence kinds to print: flow, anti, output (default: all)",
     )
 

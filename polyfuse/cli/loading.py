@@ -108,7 +108,8 @@ def pick_program(module: ModuleType, path: Path, name: str | None) -> Program:
         listing = _listing(found)
         if value is None:
             raise LoadError(f"{path}: no program named {name!r}; {listing}")
-        raise LoadError(f"{path}: {name!r} is a {type(value).__name__}, not a pf.Program (missing @pf.program?); {listing}")
+        hint = " (missing @pf.program?)" if callable(value) else ""
+        raise LoadError(f"{path}: {name!r} is a {type(value).__name__}, not a pf.Program{hint}; {listing}")
     own = _defined_here(found, path)
     if len(own) == 1:
         return next(iter(own.values()))
@@ -118,7 +119,7 @@ def pick_program(module: ModuleType, path: Path, name: str | None) -> Program:
 
 
 def _load_c(path: Path, name: str | None) -> Program:
-    # The C frontend is optional: a later module. Its absence is a user-facing limitation, not a crash.
+    # The C frontend is an optional part of an installation: its absence is a one-line user error.
     if importlib.util.find_spec(C_FRONTEND) is None:
         raise LoadError(f"{path}: C files need the C frontend ({C_FRONTEND}), which this polyfuse does not have yet")
     frontend = importlib.import_module(C_FRONTEND)

@@ -248,6 +248,10 @@ def mapped_ranges(band: isl.ScheduleNode, members: int, host_depth: int, host_it
     values = values.move_dims(isl.dim_type.param, nparam, isl.dim_type.set, 0, len(keep))
     for j, k in enumerate(keep):
         values = values.set_dim_name(isl.dim_type.param, nparam + j, f"c{k}")
+    if any(b.dim(isl.dim_type.div) for b in values.get_basic_sets()):
+        # Existentials (e.g. a wavefront's eliminated iterator) make exact parametric min/max very slow;
+        # dropping them over-approximates the range, which only adds blocks the kernel's guards skip.
+        values = values.remove_divs()
     context = values.params()
     if context.is_empty():
         return [("0", "-1")] * members

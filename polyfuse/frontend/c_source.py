@@ -206,7 +206,8 @@ def read_c(source: str, defines: Mapping[str, object] | None = None, assume: str
         if "\n" in assume:
             raise SourceError(f"assume={assume!r} must be a single line", hint='e.g. assume="n >= 2 && m >= n"')
         lines[ASSUME_NAME] = [assume]
-        body += f'\n#line 1 "{ASSUME_NAME}"\nvoid {ASSUME_FUNCTION}(void) {{ if ({assume}) ; }}\n'
+        # The condition sits alone on line 1 of the pseudo-file, so columns in it are the user's columns.
+        body += f'\nvoid {ASSUME_FUNCTION}(void) {{ if (\n#line 1 "{ASSUME_NAME}"\n{assume}\n) ; }}\n'
     expanded_text = _preprocess(body, filename, folder, defines)
     unit = CUnit(ast=_parse(expanded_text, filename, lines), filename=filename, lines=lines)
     unit.expanded = _expanded_lines(expanded_text)
@@ -303,6 +304,8 @@ def _parse(text: str, filename: str, lines: dict[str, list[str]]) -> c_ast.FileA
         reason = m.group(4).strip()
         before = re.match(r"(.*?)\s*before:\s*(.*)", reason)
         reason = f"{before.group(1) or 'syntax error'} before `{before.group(2)}`" if before else reason
+        if file == ASSUME_NAME and line > 1:  # the parser stopped after the condition: point at its end
+            line, col = 1, len(lines[ASSUME_NAME][0])
         src_lines = lines.get(file)
         source_line = (src_lines[line - 1] if src_lines and 0 < line <= len(src_lines) else linecache.getline(file, line)) or None
         raise SourceError(f"C syntax error: {reason}", filename=file, line=line, col=col, source_line=source_line) from None

@@ -272,7 +272,7 @@ class CReader:
                 if acc.array not in self._const_arrays:
                     continue
                 outside = acc.relation.intersect_domain(stmt.domain).subtract_range(_constant_extent(arr, b.params))
-                fits = fits.subtract(outside.params())
+                fits = fits.subtract(isl.Set.from_params(outside.params()))
         if fits.is_equal(scope.universe()):
             return None
         positive = scope.universe()
