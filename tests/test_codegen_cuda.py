@@ -320,3 +320,12 @@ def test_cpu_emulation_matches_reference(prog: Program, generated, tmp_path: Pat
             if name in prog.arrays and prog.arrays[name].role != "input":
                 tol = 1e-4 if prog.arrays[name].dtype.name == "f32" else 1e-9
                 np.testing.assert_allclose(got[name], expected[name], rtol=tol, atol=tol, err_msg=f"{prog.name} {tag}: {name}")
+
+
+def test_load_without_gpu_is_runtime_unavailable(generated) -> None:
+    from polyfuse.runtime import cuda as cuda_runtime
+
+    if cuda_runtime.available():
+        pytest.skip("a GPU is usable here")
+    with pytest.raises(pf.RuntimeUnavailable, match="no pycuda|no CUDA device"):
+        cuda_runtime.load(generated["add_exp"][0][1])

@@ -496,8 +496,8 @@ def test_local_scalar_read_before_assigned():
         @pf.program
         def f(A: pf.f32[N], C: pf.f32[N]):
             for i in range(N):
-                C[i] = acc  # <- scalar-before
-                acc = A[i]
+                C[i] = acc  # noqa: F821  # <- scalar-before
+                acc = A[i]  # noqa: F841
     assert_source_error(info.value, "scalar-before", "acc", "read before it is assigned")
 
 

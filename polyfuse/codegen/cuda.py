@@ -84,6 +84,18 @@ class CudaDialect(CDialect):
         return f"{array}[{flat or '0'}]"
 
 
+def _unwrap(text: str) -> str:
+    """``text`` without one pair of parentheses around all of it (``(a < b)`` -> ``a < b``)."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for k, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and k < len(text) - 1:
+            return text
+    return text[1:-1]
+
+
 def _plus(init: str, step: str) -> str:
     return step if init == "0" else f"{init} + {step}"
 
@@ -226,7 +238,7 @@ class KernelPrinter:
         self._scopes.pop()
 
     def _x(self, expr: isl.AstExpr) -> str:
-        return expr_to_text(expr, self.dialect)
+        return _unwrap(expr_to_text(expr, self.dialect))
 
     def _for(self, node: isl.AstNode, depth: int, bound: frozenset[str]) -> None:
         pad = "  " * depth

@@ -129,6 +129,8 @@ class DslReader:
         self.default_float = _widest(floats) if floats else f64
         assume = self._assume_set() if self.assume is not None else None
         self.block(without_docstring(self.fdef.body))
+        if not b.statements:
+            raise self.error(self.fdef, f"program {self.name!r} has no statements", hint=BODY_HINT)
         return check_program(b.build(assume))
 
     def _annotations(self) -> dict[str, Any]:
@@ -200,7 +202,11 @@ class DslReader:
         return sorted((n for n in ast.walk(self._assume_tree()) if isinstance(n, ast.Name)), key=lambda n: n.col_offset)
 
     def _assume_origin(self) -> tuple[int, int] | None:
-        return self.src.literal_origin(self._assume_node(), self.assume)
+        """File position of the first character of the (stripped) assume text, when it can be located."""
+        origin = self.src.literal_origin(self._assume_node(), self.assume)
+        if origin is None:
+            return None
+        return (origin[0], origin[1] + len(self.assume) - len(self.assume.lstrip()))
 
     def _assume_error(self, sub: ast.AST, message: str, hint: str | None = None) -> SourceError:
         """An error at ``sub`` of the assume text, or at the assume= argument when it cannot be located."""
