@@ -123,7 +123,7 @@ class Executable:
 
     def __call__(self, **kwargs: Any) -> None:
         """Run on ``kwargs`` (arrays, scalars and sizes by name); outputs are written in place."""
-        bound = bind(self.program, kwargs)
+        bound = bind(self.program, kwargs, device_arrays=self.target == "cuda")
         compiled, temporaries = self._get(bound.sizes)
         self._latest = compiled
         compiled.function(*self._values(compiled.code, bound, temporaries))

@@ -40,10 +40,54 @@ class Bound:
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
 
-def bind(program: Program, kwargs: Mapping[str, Any]) -> Bound:
-    """Check ``kwargs`` against ``program``'s signature and infer its sizes; raises :class:`ShapeError`."""
+@dataclass(frozen=True)
+class DeviceArray:
+    """A GPU array given by a ``__cuda_array_interface__`` object (PyTorch, CuPy, pycuda), seen through the
+    same checks as a numpy array: shape, dtype, C-contiguity, writeability. The CUDA runtime uses it in place."""
+
+    obj: Any
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    pointer: int
+    c_contiguous: bool
+    writeable: bool
+
+    @staticmethod
+    def of(obj: Any) -> DeviceArray:
+        iface = obj.__cuda_array_interface__
+        shape = tuple(int(d) for d in iface["shape"])
+        dtype = np.dtype(iface["typestr"])
+        strides = iface.get("strides")
+        c_strides = tuple(int(np.prod(shape[k + 1 :], dtype=np.int64)) * dtype.itemsize for k in range(len(shape)))
+        contiguous = strides is None or tuple(strides) == c_strides or int(np.prod(shape, dtype=np.int64)) <= 1
+        pointer, readonly = iface["data"]
+        return DeviceArray(obj, shape, dtype, int(pointer or 0), contiguous, not readonly)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return self.obj.__cuda_array_interface__
+
+
+def bind(program: Program, kwargs: Mapping[str, Any], device_arrays: bool = False) -> Bound:
+    """Check ``kwargs`` against ``program``'s signature and infer its sizes; raises :class:`ShapeError`.
+
+    With ``device_arrays`` (the CUDA target), arrays exposing ``__cuda_array_interface__`` are accepted and
+    bound as :class:`DeviceArray` values; otherwise only numpy arrays are.
+    """
     _check_names(program, kwargs)
-    arrays = {name: _check_rank(program.arrays[name], kwargs[name]) for name in program.arguments if name in program.arrays}
+    arrays = {
+        name: _check_rank(program.arrays[name], kwargs[name], device_arrays)
+        for name in program.arguments
+        if name in program.arrays
+    }
     scalars = {name: _check_scalar(name, dt, kwargs[name]) for name, dt in program.scalars.items()}
     sizes, origin = _keyword_sizes(program, kwargs)
     _infer_sizes(program, arrays, sizes, origin)
@@ -87,9 +131,13 @@ def _check_names(program: Program, kwargs: Mapping[str, Any]) -> None:
             raise ShapeError(f"missing argument {name!r} of {program.name}: expected {what}")
 
 
-def _check_rank(array: Array, value: Any) -> np.ndarray:
-    """``value`` if it is a numpy array of ``array``'s rank (its shape can then give sizes)."""
-    if not isinstance(value, np.ndarray):
+def _check_rank(array: Array, value: Any, device_arrays: bool = False) -> np.ndarray | DeviceArray:
+    """``value`` if it is a numpy (or, when allowed, device) array of ``array``'s rank."""
+    if device_arrays and not isinstance(value, np.ndarray) and hasattr(value, "__cuda_array_interface__"):
+        value = DeviceArray.of(value)
+    elif not isinstance(value, np.ndarray):
+        if hasattr(value, "__cuda_array_interface__"):
+            raise ShapeError(f"argument {array.name!r}: a GPU array was given to a C executable; pass a numpy array (or compile with target='cuda')")
         raise ShapeError(f"argument {array.name!r}: expected a numpy array {describe_array(array)}, got {type(value).__name__}")
     if value.ndim != array.ndim:
         raise ShapeError(f"argument {array.name!r}: expected {describe_array(array)}, got {_describe_value(value)}")
@@ -100,6 +148,12 @@ def _check_layout(array: Array, value: np.ndarray, sizes: Mapping[str, int]) -> 
     """Exactly the declared dtype, C-contiguous, and writeable when the program writes it."""
     if value.dtype != np.dtype(array.dtype.numpy):
         raise ShapeError(f"argument {array.name!r}: expected {describe_array(array, sizes)}, got {_describe_value(value)}")
+    if isinstance(value, DeviceArray):
+        if not value.c_contiguous:
+            raise ShapeError(f"argument {array.name!r}: expected a C-contiguous GPU array, got a strided view {_describe_value(value)} (call .contiguous())")
+        if array.role != "input" and not value.writeable:
+            raise ShapeError(f"argument {array.name!r}: the program writes it ({array.role}), but the GPU array given is read-only")
+        return
     if not value.flags.c_contiguous:
         raise ShapeError(f"argument {array.name!r}: expected a C-contiguous array, got a strided view {_describe_value(value)} (pass np.ascontiguousarray(...))")
     if array.role != "input" and not value.flags.writeable:
@@ -195,11 +249,19 @@ def _check_aliasing(arrays: Mapping[str, np.ndarray]) -> None:
     names = list(arrays)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            if np.shares_memory(arrays[a], arrays[b]):
+            if _overlap(arrays[a], arrays[b]):
                 raise ShapeError(f"arguments {a!r} and {b!r} share memory; pass distinct arrays (e.g. {b}=...copy())")
 
 
 # ----- helpers ------------------------------------------------------------------------------------
+
+
+def _overlap(x: np.ndarray | DeviceArray, y: np.ndarray | DeviceArray) -> bool:
+    if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
+        return bool(np.shares_memory(x, y))
+    if isinstance(x, DeviceArray) and isinstance(y, DeviceArray):
+        return x.pointer < y.pointer + y.nbytes and y.pointer < x.pointer + x.nbytes and x.nbytes > 0 and y.nbytes > 0
+    return False
 
 
 def _evaluate(e: SizeExpr, sizes: Mapping[str, int]) -> int:
