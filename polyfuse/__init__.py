@@ -18,6 +18,7 @@ from polyfuse.errors import (
     SourceError,
 )
 from polyfuse.frontend.dsl import program
+from polyfuse.frontend.graph import Graph, Tensor
 from polyfuse.frontend.intrinsics import abs, empty, exp, log, max, min, pow, sqrt, tanh, where  # noqa: A004
 from polyfuse.frontend.scop_c import from_c
 from polyfuse.ir.program import Access, Array, Program, Statement
@@ -25,8 +26,10 @@ from polyfuse.runtime.reference import reference
 from polyfuse.schedule import schedule
 from polyfuse.types import DType, Param, f32, f64, i32, params
 
+from polyfuse import ops  # noqa: E402,I001  (after Graph: the operators build on it)
+
 __all__ = [
-    "Code", "Executable", "codegen", "compile",
+    "Code", "Executable", "Graph", "Tensor", "codegen", "compile", "ops",
     "Access", "Array", "BoundsError", "CodegenError", "DType", "Dependence", "Dependences", "IllegalTransformError",
     "Param", "PolyfuseError", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64", "from_c",
     "i32", "log", "max", "min", "params", "pow", "program", "reference", "schedule", "sqrt", "tanh", "where",

@@ -9,6 +9,7 @@ import islpy as isl
 import pytest
 
 import polyfuse as pf
+from examples import kernels
 from polyfuse.analysis.checks import check_program
 from polyfuse.ir.expr import Binary, Const, Read
 from polyfuse.ir.verify import IRVerificationError, verify_program
@@ -288,8 +289,6 @@ def replace_access(prog, index, k, **changes):
 
 
 def test_verifier_accepts_every_example_kernel():
-    from examples import kernels
-
     for prog in [small, *kernels.ALL]:
         verify_program(prog)
 

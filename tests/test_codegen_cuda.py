@@ -226,22 +226,44 @@ def test_empty_kernels_are_not_launched() -> None:
 
 EMULATION_PRELUDE = """\
 #include <math.h>
+#include <pthread.h>
+#include <thread>
+#include <vector>
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __restrict__
+#define __shared__ static
 struct pf_dim3 { unsigned x, y, z; };
-static pf_dim3 blockIdx, threadIdx;
+static thread_local pf_dim3 blockIdx, threadIdx;
+static pthread_barrier_t pf_barrier;
+static inline void __syncthreads() { pthread_barrier_wait(&pf_barrier); }
 """
+"""Kernels with ``__syncthreads()`` run each block's threads as real threads meeting at a pthread barrier
+(``__shared__`` arrays become function statics: one copy, shared by the block's threads; blocks run one
+after another); kernels without barriers run every (block, thread) sequentially."""
 
 
-def _driver(launch: Launch, tag: str) -> str:
-    """A C++ function that runs every (block, thread) of one launch sequentially."""
+def _driver(launch: Launch, tag: str, barriers: bool = False) -> str:
+    """A C++ function that runs every (block, thread) of one launch: sequentially, or with ``barriers``
+    each block's threads concurrently (so that ``__syncthreads()`` has its meaning)."""
     params, names = [], []
     for a in launch.args:
         t = f"{a.dtype.c_name}*" if a.kind == "array" else (a.dtype.c_name if a.kind == "scalar" else "long long")
         params.append(f"{t} {a.name}")
         names.append(a.name)
+    if barriers:
+        return (f'extern "C" void run_{tag}_{launch.kernel}(const unsigned* g, const unsigned* b, {", ".join(params)}) {{\n'
+                "  const unsigned nt = b[0] * b[1] * b[2];\n"
+                "  for (unsigned gz = 0; gz < g[2]; gz++) for (unsigned gy = 0; gy < g[1]; gy++) for (unsigned gx = 0; gx < g[0]; gx++) {\n"
+                "    pthread_barrier_init(&pf_barrier, 0, nt);\n"
+                "    std::vector<std::thread> ts;\n"
+                "    for (unsigned bz = 0; bz < b[2]; bz++) for (unsigned by = 0; by < b[1]; by++) for (unsigned bx = 0; bx < b[0]; bx++)\n"
+                "      ts.emplace_back([=] {\n"
+                "        blockIdx.x = gx; blockIdx.y = gy; blockIdx.z = gz; threadIdx.x = bx; threadIdx.y = by; threadIdx.z = bz;\n"
+                f"        {tag}_{launch.kernel}({', '.join(names)});\n      }});\n"
+                "    for (auto& t : ts) t.join();\n"
+                "    pthread_barrier_destroy(&pf_barrier);\n  }\n}\n")
     return (f'extern "C" void run_{tag}_{launch.kernel}(const unsigned* g, const unsigned* b, {", ".join(params)}) {{\n'
             "  for (unsigned gz = 0; gz < g[2]; gz++) for (unsigned gy = 0; gy < g[1]; gy++) for (unsigned gx = 0; gx < g[0]; gx++)\n"
             "  for (unsigned bz = 0; bz < b[2]; bz++) for (unsigned by = 0; by < b[1]; by++) for (unsigned bx = 0; bx < b[0]; bx++) {\n"
@@ -249,14 +271,23 @@ def _driver(launch: Launch, tag: str) -> str:
             f"    {tag}_{launch.kernel}({', '.join(names)});\n  }}\n}}\n")
 
 
+def _has_barrier(text: str, kernel: str) -> bool:
+    """Whether the ``__global__`` function ``kernel`` of ``text`` calls ``__syncthreads()``."""
+    start = text.find(f" {kernel}(")
+    if start < 0:
+        return False
+    end = text.find("\n}\n", start)
+    return "__syncthreads()" in text[start:end]
+
+
 def build_emulator(variants: list[tuple[str, object]], tmp: Path) -> ctypes.CDLL:
     """One shared library running every variant's kernels on the CPU (kernels renamed ``<tag>_<name>``)."""
     src = [EMULATION_PRELUDE, PRELUDE]
     for tag, code in variants:
         src.append(code.text.replace(PRELUDE, "").replace("__global__ void ", f"__global__ void {tag}_"))
-        src.extend(_driver(la, tag) for la in {la.kernel: la for la in code.launch.launches()}.values())
+        src.extend(_driver(la, tag, _has_barrier(code.text, la.kernel)) for la in {la.kernel: la for la in code.launch.launches()}.values())
     (tmp / "emu.cpp").write_text("\n".join(src))
-    out = subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o", str(tmp / "emu.so"), str(tmp / "emu.cpp")], capture_output=True, text=True)
+    out = subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-pthread", "-o", str(tmp / "emu.so"), str(tmp / "emu.cpp")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-4000:]
     return ctypes.CDLL(str(tmp / "emu.so"))
 

@@ -5,9 +5,11 @@ import dataclasses
 import math
 
 import islpy as isl
+import numpy as np
 import pytest
 
 import polyfuse as pf
+from examples import kernels
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, IndexValue, Logical, Read, ScalarArg, Unary, Where
 
 N, M, K, T = pf.params("N M K T")
@@ -299,6 +301,19 @@ def test_size_used_only_in_an_annotation_of_a_nested_function():
         assert prog.params == ("S",) and prog.arrays["A"].shape == (S + 0,)
 
 
+def test_modulo_in_a_bound_and_numpy_spellings():
+    @pf.program(assume="N >= 3")
+    def saw(A: pf.f64[N], B: pf.f64[N, 3]):
+        for i in range(N):
+            for j in range(i % 3):
+                B[i, j] = np.exp(A[i]) + pf.where(0 < i < N - 1, 1.0, 0.0)
+
+    assert_domain(saw, "S0", "[N] -> { S0[i, j] : N >= 3 and 0 <= i < N and 0 <= j < i mod 3 }")
+    nodes = list(saw.statement("S0").value.walk())
+    assert any(isinstance(n, Unary) and n.op == "exp" for n in nodes)
+    assert any(isinstance(n, Where) and isinstance(n.cond, Logical) for n in nodes)
+
+
 # ----- values ---------------------------------------------------------------------------------------
 def test_where_value():
     @pf.program
@@ -423,8 +438,6 @@ def test_printing_a_program():
 
 
 def test_every_example_kernel_builds():
-    from examples import kernels
-
     for prog in kernels.ALL:
         assert isinstance(prog, pf.Program) and prog.statements
         assert all(s.domain.get_tuple_name() == s.name for s in prog.statements)

@@ -624,3 +624,70 @@ def test_out_of_bounds_inside_where_names_the_fix():
                 B[i] = pf.where(i < N - 1, A[i + 1], 0.0)  # <- oob-where
     text = assert_bounds_error(info.value, "oob-where", "A", "S0")
     assert "pf.where evaluates both" in text
+
+
+# ----- the program as a whole -----------------------------------------------------------------------
+def test_program_without_statements():
+    with pytest.raises(pf.SourceError) as info:
+        @pf.program
+        def empty_body(A: pf.f32[N]):  # <- no-statements
+            for i in range(N):
+                pass
+    assert_source_error(info.value, "no-statements", "empty_body", "no statements", caret="def empty_body")
+
+
+def test_argument_named_like_a_size():
+    with pytest.raises(pf.SourceError) as info:
+        @pf.program
+        def f(A: pf.f32[N],
+              N: pf.i32):  # noqa: F811  # <- arg-size
+            for i in range(4):
+                A[i] = 0.0
+    assert_source_error(info.value, "arg-size", "N", "name of a size")
+
+
+def test_keyword_only_arguments():
+    with pytest.raises(pf.SourceError) as info:
+        @pf.program
+        def f(A: pf.f32[N], *, B: pf.f32[N]):  # <- kwonly
+            for i in range(N):
+                A[i] = B[i]
+    assert_source_error(info.value, "kwonly", "keyword-only", caret="def f")
+
+
+def test_assume_must_be_a_string():
+    with pytest.raises(pf.SourceError) as info:
+        @pf.program(assume=3)  # <- assume-int
+        def f(A: pf.f32[N]):
+            for i in range(N):
+                A[i] = 0.0
+    assert_source_error(info.value, "assume-int", "not int", caret="3")
+
+
+def test_lambda_is_not_a_program():
+    with pytest.raises(pf.SourceError) as info:
+        pf.program(lambda A: A)  # <- lambda
+    err = info.value
+    assert err.line == line_of("lambda") and "function definition" in str(err)
+    assert_clean(err)
+
+
+def test_assume_error_points_into_a_padded_string():
+    with pytest.raises(pf.SourceError) as info:
+        @pf.program(assume="  N >= 1 and N % M == 0")  # <- assume-padded
+        def f(A: pf.f32[N, M]):
+            for i in range(N):
+                A[i, 0] = 0.0
+    assert_source_error(info.value, "assume-padded", "N % M", "positive integer constant")
+
+
+def test_uninitialised_read_caret_is_on_the_read():
+    with pytest.raises(pf.SourceError) as info:
+        @pf.program
+        def f(A: pf.f32[N], C: pf.f32[N]):
+            for i in range(N):
+                if i > 0:
+                    acc = A[i]
+                acc = acc + A[i]  # <- caret-read
+                C[i] = acc
+    assert_source_error(info.value, "caret-read", "acc", "local scalar 'acc'", caret="acc + A[i]")

@@ -29,6 +29,13 @@ POLICIES = ("none", "min", "max", "smart")
 DEP_KINDS = ("flow", "anti", "output")
 # The compiled code may reassociate nothing, but C compilers may contract a*b+c into an FMA.
 COMPILE_TOL = {"rtol": 1e-10, "atol": 1e-10}
+# Kernels whose run is known to be wrong, and why (each is a bug outside this suite, reported to its owner).
+KNOWN_WRONG: dict[str, str] = {}
+
+
+def expect_known_bug(request: pytest.FixtureRequest, name: str) -> None:
+    if name in KNOWN_WRONG:
+        request.applymarker(pytest.mark.xfail(reason=KNOWN_WRONG[name], strict=False))
 
 
 def test_suite_is_complete():
@@ -108,7 +115,8 @@ def test_dependences_match_dsl(name):
 
 # ----- reference interpreter vs numpy ----------------------------------------------------------------
 @pytest.mark.parametrize("name", NAMES)
-def test_reference_matches_numpy(name):
+def test_reference_matches_numpy(name, request):
+    expect_known_bug(request, name)
     kernel = BY_NAME[name]
     got = reference_run(name)
     for array, want in numpy_expected(kernel).items():
@@ -127,7 +135,8 @@ def test_dsl_reference_matches_numpy(name):
 # ----- compiled C vs reference ---------------------------------------------------------------------
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("name", NAMES)
-def test_compile_c_matches_reference(name, policy):
+def test_compile_c_matches_reference(name, policy, request):
+    expect_known_bug(request, name)
     if not hasattr(pf, "compile"):
         pytest.skip("polyfuse.compile does not exist yet")
     kernel, prog = BY_NAME[name], parsed(name)

@@ -114,17 +114,23 @@ def _check_initialised(prog: Program, stmt: Statement, acc: Access, no_source: d
     raise SourceError(
         f"{what} '{acc.array}' is {verb} by {stmt.name} before any statement writes it: with sizes "
         f"{_assignments(sizes) or '(none)'}, instance {_instance(stmt, its)} has no earlier write of `{acc.text or acc.array}`",
-        filename=prog.filename, line=stmt.line, col=_column_of(line_text, acc.text or acc.array), source_line=line_text,
+        filename=prog.filename, line=stmt.line, col=_column_of(line_text, acc.text or acc.array, after_assignment=acc.kind == "read"),
+        source_line=line_text,
         hint=f"assign {acc.array} before reading it" if arr.ndim == 0 else f"write every element of {acc.array} before reading it",
     )
 
 
-def _column_of(line: str | None, text: str) -> int | None:
-    """Where ``text`` starts in ``line`` (spacing-insensitive), else the line's first non-blank column."""
+def _column_of(line: str | None, text: str, after_assignment: bool = False) -> int | None:
+    """Where ``text`` starts in ``line`` (spacing-insensitive; for a read, right of the assignment
+    operator), else the line's first non-blank column."""
     if not line:
         return None
+    start = 0
+    if after_assignment:
+        op = re.search(r"(?<![=<>!])[-+*/]?=(?!=)", line)
+        start = op.end() if op else 0
     pattern = r"\s*".join(re.escape(ch) for ch in text if not ch.isspace())
-    m = re.search(r"(?<![\w.])" + pattern, line) if pattern else None
+    m = re.compile(r"(?<![\w.])" + pattern + (r"(?!\w)" if text[-1:].isidentifier() else "")).search(line, start) if pattern else None
     if m:
         return m.start()
     return len(line) - len(line.lstrip())

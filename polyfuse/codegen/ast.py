@@ -113,7 +113,7 @@ def build_ast(
         return node.set_annotation(isl.Id(call.statement.name, user=call))
 
     with _atomic_upper_bounds(params.get_ctx()):
-        build = isl.AstBuild.from_context(params)
+        build = isl.AstBuild.from_context(params).set_iterators(_iterator_names(program, table))
         build, handle = build.set_at_each_domain(at_each_domain)
         try:
             tree = build.node_from_schedule(schedule)
@@ -123,6 +123,22 @@ def build_ast(
     if failures:
         raise CodegenError(f"cannot build the AST expressions of a statement: {failures[0]}") from failures[0]
     return tree
+
+
+def _iterator_names(program: Program, table: Mapping[str, Statement], count: int = 64) -> isl.IdList:
+    """Names for the AST's loop iterators (``c0, c1, ...``), skipping any the program already uses for an
+    array, scalar or size, so that printed loops never shadow a program name (PolyBench's deriche has
+    scalars ``c1`` and ``c2``)."""
+    taken = set(program.arrays) | set(program.scalars) | set(program.params)
+    for stmt in table.values():
+        taken.update(a.array for a in stmt.accesses)
+    ids = isl.IdList.alloc(isl.DEFAULT_CONTEXT, count)
+    k = 0
+    while ids.n_id() < count:
+        if f"c{k}" not in taken:
+            ids = ids.add(isl.Id(f"c{k}"))
+        k += 1
+    return ids
 
 
 def _statement_call(node: isl.AstNode, build: isl.AstBuild, table: Mapping[str, Statement]) -> StatementCall:

@@ -61,9 +61,10 @@ _FLOAT_FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "abs
 class CudaDialect(CDialect):
     """CUDA spelling of isl AST expressions: 64-bit helpers, flattened arrays, registers for private names."""
 
-    def __init__(self, arrays: Mapping[str, Array], private: frozenset[str]) -> None:
+    def __init__(self, arrays: Mapping[str, Array], private: frozenset[str], shared: Mapping[str, tuple[int, ...]] | None = None) -> None:
         self.arrays = arrays
         self.private = private
+        self.shared = dict(shared or {})  # promoted __shared__ buffers: name -> shape (indexed A[i][j])
 
     def min(self, args: Sequence[str]) -> str:
         return _fold("pf_min", args)
@@ -77,6 +78,8 @@ class CudaDialect(CDialect):
     def access(self, array: str, indices: Sequence[str]) -> str:
         if array in self.private:
             return array
+        if array in self.shared:
+            return array + "".join(f"[{i}]" for i in indices)
         shape = self.arrays[array].shape
         flat = ""
         for k, index in enumerate(indices):
@@ -202,6 +205,9 @@ class KernelPrinter:
         self.statements: list[str] = []
         self.arrays: dict[str, bool] = {}  # name -> written
         self.scalars: set[str] = set()
+        self.barriers: frozenset[str] = frozenset()
+        self.promoted: dict = {}  # name -> schedule.model.Buffer promoted in this kernel
+        self.buffers: set[str] = set()  # promoted buffers (shared arrays, registers) the kernel uses
         self._scopes: list[set[str]] = [set()]
 
     def emit(self, node: isl.AstNode, depth: int, bound: frozenset[str]) -> None:
@@ -273,8 +279,16 @@ class KernelPrinter:
         call = statement_call(node)
         stmt = call.statement
         self.statements.append(stmt.name)
+        if stmt.name in self.barriers:
+            # every thread of the block reaches it: only block-uniform guards
+            unbound = [ax for it, ax in self.axes.items() if it not in bound and ax.startswith("blockIdx")]
+            guard = f"if ({' && '.join(f'{ax} == 0' for ax in unbound)}) " if unbound else ""
+            self.lines.append(f"{pad}{guard}__syncthreads();  /* {stmt.name} */")
+            return
         for k, a in enumerate(stmt.accesses):
-            if a.array not in self.dialect.private:
+            if a.array in self.promoted:
+                self.buffers.add(a.array)
+            elif a.array not in self.dialect.private:
                 self.arrays[a.array] = self.arrays.get(a.array, False) or k == stmt.target
         self.scalars.update(n.name for n in stmt.value.walk() if isinstance(n, ScalarArg))
         unbound = [ax for it, ax in self.axes.items() if it not in bound]
@@ -293,10 +307,16 @@ def generate_cuda(sched: Schedule) -> Code:
     """CUDA C for ``sched`` (target ``"cuda"``) with its host plan in ``Code.launch``."""
     program = sched.program
     tree = _atomic_mapped_bands(sched.tree)
-    mapping = _mapping_info(tree)
+    mapping = _mapping_info(tree)  # from the compute tree: isl cannot take domains below extension nodes
+    promotion = sched.promotion
+    buffers = {b.name: b for b in promotion.buffers} if promotion is not None else {}
     private = frozenset(sched.contracted) | _register_scalars(program, sched.kernels)
-    dialect = CudaDialect(program.arrays, private)
-    ast_root = build_ast(program, tree, _size_context(program, sched.params))
+    private |= {n for n, b in buffers.items() if b.space == "register"}
+    dialect = CudaDialect(program.arrays, private, {n: b.shape for n, b in buffers.items() if b.space == "shared"})
+    if promotion is not None:  # the same tree plus copy and barrier statements (schedule/promotion.py)
+        tree = _atomic_mapped_bands(promotion.tree)
+    ast_root = build_ast(program, tree, _size_context(program, sched.params),
+                         statements=promotion.statements if promotion is not None else None)
     kernels_text: list[str] = []
     seen: dict[str, int] = {}
     order = {k.name: n for n, k in enumerate(sched.kernels)}
@@ -322,10 +342,15 @@ def generate_cuda(sched: Schedule) -> Code:
                 axes[it] = f"{prefix}.{AXES[n - 1 - k]}"
                 ranges[prefix][it] = rng[k]
         printer = KernelPrinter(program, dialect, axes)
+        printer.promoted = {n: b for n, b in buffers.items() if b.kernel == kernel.name}
+        printer.barriers = promotion.barriers if promotion is not None else frozenset()
         printer.emit(mark.mark_get_node(), 1, frozenset())
         args = _kernel_args(program, printer, host_iters)
         kernels_text.append(_kernel_source(fname, kernel, args, printer, axes, dialect))
         extents = {p: _extents(r, printer.strides) for p, r in ranges.items()}
+        if "threadIdx" in extents and any(b.space == "shared" for b in printer.promoted.values()):
+            # copies stride over the box by kernel.block threads: launch at least that many
+            extents["threadIdx"] = tuple(f"max({e}, {b})" for e, b in zip(extents["threadIdx"], kernel.block))
         return Launch(fname, extents.get("blockIdx", ("1",)), extents.get("threadIdx", ("1",)), args)
 
     plan = host_plan_from_ast(ast_root, make_launch, program.arrays)
@@ -367,8 +392,16 @@ def _kernel_source(fname: str, kernel: Kernel, args: Sequence[KernelArg], printe
             params.append(f"const {a.dtype.c_name} {a.name}")
         else:
             params.append(f"const long long {a.name}")
-    used = {n for s in printer.statements for n in (acc.array for acc in printer.program.statement(s).accesses)}
+    names = {s.name for s in printer.program.statements}
+    used = {n for s in printer.statements if s in names for n in (acc.array for acc in printer.program.statement(s).accesses)}
     registers = [f"  {printer.program.arrays[n].dtype.c_name} {n};  /* private: a register */" for n in sorted(dialect.private & used)]
+    for n in sorted(printer.buffers):
+        b = printer.promoted[n]
+        if b.space == "shared":
+            dims = "".join(f"[{s}]" for s in b.shape)
+            registers.append(f"  __shared__ {b.dtype.c_name} {n}{dims};  /* {b.array}: promoted to shared memory */")
+        else:
+            registers.append(f"  {b.dtype.c_name} {n};  /* {b.array}: promoted to a register */")
     header = [f"/* kernel {fname}: {', '.join(dict.fromkeys(printer.statements))}"]
     if axes:
         header.append(" * mapping: " + ", ".join(f"{it} -> {ax}" for it, ax in axes.items()))

@@ -33,7 +33,7 @@ VALUE_HINT = (
 )
 CALL_HINT = (
     "allowed calls: pf.exp, pf.log, pf.sqrt, pf.tanh, pf.abs, pf.max, pf.min, pf.pow, pf.where, pf.f32/f64/i32(x), "
-    "float(x), int(x), abs, min, max, pow, math.exp/log/sqrt/tanh/pow"
+    "float(x), int(x), abs, min, max, pow, math.exp/log/sqrt/tanh/pow, np.exp/log/sqrt/tanh/abs"
 )
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "pow"}
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import islpy as isl
+import numpy as np
 
 from polyfuse.ir.expr import (
     BINARY_OPS,
@@ -149,7 +150,8 @@ def _verify_expr(prog: Program, stmt: Statement, expr: Expr, where: str) -> set[
 
 def _node_problem(prog: Program, stmt: Statement, node: Expr) -> str | None:  # noqa: C901 - one case per node type
     if isinstance(node, Const):
-        if node.dtype is None or isinstance(node.value, bool) or (node.dtype.is_float != isinstance(node.value, float)):
+        number = (float, np.floating) if node.dtype is not None and node.dtype.is_float else (int, np.integer)
+        if node.dtype is None or isinstance(node.value, (bool, np.bool_)) or not isinstance(node.value, number):
             return f"constant {node.value!r} does not match its type {node.dtype}"
     elif isinstance(node, Read):
         if not 0 <= node.access < len(stmt.accesses):

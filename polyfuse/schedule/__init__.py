@@ -30,8 +30,11 @@ from polyfuse.schedule.explain import decisions
 from polyfuse.schedule.mapping import Mapper, split
 from polyfuse.schedule.model import Schedule
 from polyfuse.schedule.privatize import contract, temporaries
+from polyfuse.schedule.promotion import data_movement
 from polyfuse.schedule.scheduler import FUSION_POLICIES, base_tree, user_tree
 from polyfuse.schedule.tiling import validate_tile
+from polyfuse.cost.search import Limits, TileSearch  # noqa: E402 (cost/ builds on the modules above)
+from polyfuse.cost.traffic import program_traffic  # noqa: E402
 
 TARGETS = ("c", "cuda")
 
@@ -43,13 +46,18 @@ def schedule(
     tile="auto",
     params: Mapping[str, int] | None = None,
     schedule: isl.Schedule | isl.UnionMap | str | None = None,
+    shared_memory: int = 49152,
+    cache_bytes: int = 262144,
 ) -> Schedule:
     """Schedule ``prog`` for ``target`` (``"c"`` or ``"cuda"``).
 
-    ``fusion``: ``"none"`` (source order), ``"min"``, ``"max"``, or ``"smart"`` (for now: maximal fusion
-    that keeps the outer loops parallel; a traffic model will decide by bytes later). ``tile``: ``"auto"``,
-    ``None``, a tuple of sizes, or a dict statement -> tuple (see ``tiling.py``). ``params``: concrete
-    sizes at which CUDA grid and block extents are computed. ``schedule``: an explicit schedule (an
+    ``fusion``: ``"none"`` (source order), ``"min"``, ``"max"``, or ``"smart"`` (maximal fusion that keeps
+    the outer loops parallel, kept only where the traffic model says it does not lose bytes against minimal
+    fusion; see :func:`_smart_by_traffic`). ``tile``: ``"auto"`` (with every size in ``params``: chosen by
+    the traffic model, ``cost/search.py``; otherwise the fixed defaults), ``None``, a tuple of sizes, or a
+    dict statement -> tuple (see ``tiling.py``). ``params``: concrete sizes at which CUDA grid and block
+    extents are computed. ``shared_memory`` (bytes per block, CUDA) and ``cache_bytes`` (per tile, C)
+    bound the tile search. ``schedule``: an explicit schedule (an
     ``isl.Schedule``, an ``isl.UnionMap``, or its text), checked for legality and then tiled and mapped.
     Raises :class:`IllegalTransformError` for an explicit schedule that violates a dependence.
     """
@@ -63,9 +71,23 @@ def schedule(
     validate_tile(tile, [s.name for s in prog.statements])
     deps = dependences_of(prog)
     label = "explicit" if schedule is not None else fusion
+    limits = Limits(shared_memory=shared_memory, cache_bytes=cache_bytes)
+    search = None
+    if params is not None and all(p in params for p in prog.params) and tile is not None:
+        search = TileSearch(prog, target, params, limits)  # shared by every variant: evaluations are cached
+    best, notes = _best(prog, deps, fusion, schedule, target, label, tile, params, search, limits)
+    if schedule is None and fusion == "smart":
+        best, more = _smart_by_traffic(prog, deps, best, target, tile, params, search, limits)
+        notes += more
+    view = DepView(deps, temporaries(prog), prog.context.get_space(), True)
+    return dataclasses.replace(best, decisions=decisions(prog, label, best.kernels, view), notes=tuple(notes))
+
+
+def _best(prog, deps, fusion, schedule, target, label, tile, params, search, limits) -> tuple[Schedule, list[str]]:
+    """The best legal variant under one policy (see the module docstring) and its tile-search notes."""
     # (relax the temporaries' order in isl's constraints, relax it when flagging parallel loops)
     attempts = [(True, True), (False, True), (False, False)] if schedule is None and fusion != "none" else [(False, True), (False, False)]
-    done: list[tuple[tuple[int, ...], Schedule]] = []
+    done: list[tuple[tuple[int, ...], Schedule, list[str]]] = []
     failures: list[IllegalTransformError] = []
     for n, (relax_isl, relax_view) in enumerate(attempts):
         view = DepView(deps, temporaries(prog), prog.context.get_space(), relax_view)
@@ -74,22 +96,56 @@ def schedule(
                 base = user_tree(prog, schedule, view)
             else:
                 base = base_tree(prog, fusion, view, relax_isl=relax_isl)
-            sched = _finish(prog, base, view, target, label, tile, params)
+            sched, log = _finish(prog, base, view, target, label, tile, params, search, limits)
         except IllegalTransformError as e:
             failures.append(e)
             continue
         sequential = sum(1 for k in sched.kernels if k.parallel_depth == 0)
         key = (len(sched.kernels), sequential, n) if fusion == "max" else (sequential, len(sched.kernels), n)
-        done.append((key, sched))
+        done.append((key, sched, log))
     if not done:
         raise failures[-1]
-    best = min(done, key=lambda ks: ks[0])[1]
-    view = DepView(deps, temporaries(prog), prog.context.get_space(), True)
-    return dataclasses.replace(best, decisions=decisions(prog, label, best.kernels, view))
+    _, best, log = min(done, key=lambda ks: ks[0])
+    return best, list(log)
 
 
-def _finish(prog, base, view, target, fusion, tile, params) -> Schedule:
-    mapper = Mapper(prog, target, tile, params)
+REPRESENTATIVE_SIZE = 1024
+"""The size given to every param without a value when ``fusion="smart"`` compares traffic."""
+
+
+def _smart_by_traffic(prog, deps, fused, target, tile, params, search, limits) -> tuple[Schedule, list[str]]:
+    """``fusion="smart"``, decided by bytes: the parallelism-keeping maximal fusion (isl's clustering)
+    against minimal fusion (one loop nest per strongly connected component), compared as whole programs
+    by modelled traffic at ``params`` (missing sizes: :data:`REPRESENTATIVE_SIZE`). The fused schedule is
+    kept unless the unfused one moves fewer bytes without being less parallel."""
+    try:
+        unfused, _ = _best(prog, deps, "min", None, target, "smart", tile, params, search, limits)
+    except IllegalTransformError:
+        return fused, []
+    if [k.statements for k in unfused.kernels] == [k.statements for k in fused.kernels]:
+        return fused, []
+    sizes = {p: int((params or {}).get(p, REPRESENTATIVE_SIZE)) for p in prog.params}
+    at = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    if any(p not in (params or {}) for p in prog.params):
+        at += " (representative sizes: no params given)"
+    try:
+        tf = program_traffic(prog, fused.tree, fused.kernels, fused.contracted, sizes).total_bytes
+        tu = program_traffic(prog, unfused.tree, unfused.kernels, unfused.contracted, sizes).total_bytes
+    except PolyfuseError as e:
+        return fused, [f"fusion='smart': traffic not compared ({e}); kept the fused schedule"]
+    seq_f = sum(1 for k in fused.kernels if k.parallel_depth == 0)
+    seq_u = sum(1 for k in unfused.kernels if k.parallel_depth == 0)
+    keep = tf <= tu or seq_u > seq_f
+    verdict = "kept the fused schedule" if keep else "fusion loses: kept the unfused schedule"
+    note = (f"fusion='smart' by traffic at {at}: fused ({len(fused.kernels)} kernel(s)) {tf} B vs unfused "
+            f"({len(unfused.kernels)} kernel(s)) {tu} B: {verdict}")
+    return (fused if keep else dataclasses.replace(unfused, fusion="smart")), [note]
+
+
+def _finish(prog, base, view, target, fusion, tile, params, search, limits) -> tuple[Schedule, list[str]]:
+    if search is not None:
+        search.log = []
+    mapper = Mapper(prog, target, tile, params, choose=search)
     tree = split(base.get_root(), mapper).get_schedule()
     kernels = tuple(mapper.kernels)
     privatized = contract(prog, tree, kernels, view)
@@ -97,13 +153,18 @@ def _finish(prog, base, view, target, fusion, tile, params) -> Schedule:
     for k in kernels:
         if k.thread is not None:
             check_parallel(prog, k.domain, k.outer, k.thread, privatized)
+    final = tuple(k.kernel for k in kernels)
+    promotion = None
+    if target == "cuda" and limits.shared_memory > 0:
+        tree, final, promotion = data_movement(prog, tree, final, privatized, limits.shared_memory)
     return Schedule(
         program=prog,
         tree=tree,
         target=target,
         fusion=fusion,
-        kernels=tuple(k.kernel for k in kernels),
+        kernels=final,
+        promotion=promotion,
         contracted=frozenset(privatized),
         params=dict(params or {}),
         tile=tile,
-    )
+    ), (list(search.log) if search is not None else [])

@@ -77,11 +77,12 @@ def statements_of(node: isl.ScheduleNode) -> tuple[str, ...]:
 class Mapper:
     """Builds the kernels of one tree for one target (the ``make_kernel`` callback of :func:`split`)."""
 
-    def __init__(self, prog: Program, target: str, tile, params: Mapping[str, int] | None) -> None:
+    def __init__(self, prog: Program, target: str, tile, params: Mapping[str, int] | None, choose=None) -> None:
         self.prog = prog
         self.target = target
         self.tile = tile
         self.params = params
+        self.choose = choose  # (node, n_parallel, default sizes) -> sizes: the "auto" tile search, or None
         self.kernels: list[KernelInfo] = []
 
     def __call__(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
@@ -92,20 +93,24 @@ class Mapper:
         if node.get_type() == T.band and node.band_member_get_coincident(0):
             n_par = _leading_parallel(node)
             sizes = sizes_for(self.tile, self.target, stmts, node.band_n_member(), n_par)
+            if self.choose is not None and _auto(self.tile, stmts):
+                sizes = self.choose(node, n_par, sizes)
             if not node.band_get_permutable():
                 sizes = sizes[: max(n_par, 1) if self.target == "cuda" else 1]  # strip-mining parallel members is always legal
             if self.target == "cuda":
                 return self._cuda(node, name, stmts, domain, flat, sizes)
             node = tile_band(node, sizes)
             outer, thread = prefix_through(node, 0), prefix_through(node, 1)
-            kernel = Kernel(name, stmts, parallel_depth=1)
+            kernel = Kernel(name, stmts, parallel_depth=1, tile_sizes=tuple(sizes))
             self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat + 1))
             node = node.insert_mark(isl.Id(PARALLEL_MARK))
             return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
         launch = ((1,), (1,)) if self.target == "cuda" else ((), ())
-        kernel = Kernel(name, stmts, grid=launch[0], block=launch[1])
+        sizes = ()
         if self.target == "c" and node.get_type() == T.band and node.band_get_permutable():
-            node = tile_band(node, sizes_for(self.tile, "c", stmts, node.band_n_member(), 0))
+            sizes = sizes_for(self.tile, "c", stmts, node.band_n_member(), 0)
+            node = tile_band(node, sizes)
+        kernel = Kernel(name, stmts, grid=launch[0], block=launch[1], tile_sizes=tuple(sizes))
         self.kernels.append(KernelInfo(kernel, domain, None, None, flat))
         return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
 
@@ -116,7 +121,7 @@ class Mapper:
         grid = tuple(reversed([self._extent(node, k) for k in range(n)]))
         block = tuple(reversed([min(s, self._extent(point, k) or s) for k, s in enumerate(sizes)]))
         outer, thread = prefix_through(node, 0), prefix_through(point, n)
-        kernel = Kernel(name, stmts, grid=grid, block=block, parallel_depth=n)
+        kernel = Kernel(name, stmts, grid=grid, block=block, parallel_depth=n, tile_sizes=tuple(sizes))
         self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat + 2 * n))
         node = point.insert_mark(isl.Id(BLOCK_MARK)).parent()
         node = node.insert_mark(isl.Id(GRID_MARK))
@@ -142,6 +147,12 @@ class Mapper:
             if self.params is not None and p in self.params:
                 fixed = fixed.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(ctx.get_ctx(), int(self.params[p])))
         return fixed & ctx
+
+
+def _auto(tile, statements) -> bool:
+    if isinstance(tile, Mapping):
+        tile = next((tile[s] for s in statements if s in tile), "auto")
+    return tile == "auto"
 
 
 def flat_depth(node: isl.ScheduleNode) -> int:

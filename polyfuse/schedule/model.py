@@ -54,6 +54,47 @@ class Kernel:
     block: tuple[int, ...] = ()
     shared_bytes: int = 0
     parallel_depth: int = 0
+    tile_sizes: tuple[int, ...] = ()  # sizes of the kernel's tile loops (outermost first); () = untiled
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A promoted copy of (part of) an array: ``space`` is ``"shared"`` (a ``__shared__`` array of
+    ``shape`` per thread block) or ``"register"`` (one element per thread, ``shape == ()``). ``reuse`` is
+    the number of accesses per copied element in one tile (0 when not counted)."""
+
+    name: str
+    array: str
+    kernel: str
+    space: str
+    shape: tuple[int, ...]
+    dtype: Any
+    reuse: float = 0.0
+
+    @property
+    def nbytes(self) -> int:
+        n = int(self.dtype.numpy().itemsize)
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True, eq=False)
+class Promotion:
+    """Data movement added for code generation (``schedule/promotion.py``).
+
+    ``tree`` is ``Schedule.tree`` plus the copy and barrier statements, placed by isl extension nodes (so it
+    cannot be flattened by ``get_map``; legality and traffic use ``Schedule.tree``). ``statements`` holds
+    the copy statements, the barrier statements (names in ``barriers``; printed ``__syncthreads()``) and
+    the compute statements whose accesses were redirected to a buffer, by name (``build_ast(statements=)``).
+    ``kernels`` are the kernels with their ``shared_bytes``, by name.
+    """
+
+    tree: isl.Schedule
+    buffers: tuple[Buffer, ...]
+    statements: Mapping[str, Any]
+    barriers: frozenset[str]
+    kernels: Mapping[str, Kernel] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -80,6 +121,7 @@ class Schedule:
     tile: Any = None
     decisions: tuple[FusionDecision, ...] = ()
     notes: tuple[str, ...] = ()
+    promotion: Promotion | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
@@ -94,8 +136,20 @@ class Schedule:
             lines.append(f"  {'+'.join(d.first)} | {'+'.join(d.second)}: {verdict}: {d.reason}")
         if self.contracted:
             lines.append(f"  contracted (no global buffer): {', '.join(sorted(self.contracted))}")
+        for b in self.promotion.buffers if self.promotion is not None else ():
+            where = f"shared {b.name}[{']['.join(map(str, b.shape))}] ({b.nbytes} bytes)" if b.space == "shared" else f"register {b.name}"
+            why = f"reused {b.reuse:g}x per tile across threads" if b.space == "shared" and b.reuse else (
+                "read by several threads of a block" if b.space == "shared" else "one element per thread, reused in its sequential loop")
+            lines.append(f"  {b.kernel}: promoted {b.array} to {where}: {why}")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+    def traffic(self, params: Mapping[str, int] | None = None):
+        """The modelled global-memory traffic (``polyfuse.cost.traffic.TrafficReport``) at the schedule's
+        sizes, or at ``params`` when given (every size must be known one way or the other)."""
+        from polyfuse.cost.traffic import traffic  # cost/ builds on this module
+
+        return traffic(self, params)
 
     def __str__(self) -> str:
         return self.explain() + "\n" + str(self.tree.get_root())

@@ -10,6 +10,9 @@ Policies (isl's scheduler, options set on ``isl.DEFAULT_CONTEXT`` for one call a
 * ``"smart"``: maximal fusion that keeps parallelism: isl's incremental clustering
   (``schedule_whole_component=0``) with ``schedule_outer_coincidence=1`` and
   ``schedule_maximize_coincidence=1``: clusters are merged only while the outer band stays parallel. A later traffic model will make ``"smart"`` decide by bytes moved.
+  Where that leaves several kernels, isl's whole-component schedule with a parallel outer loop is tried
+  too and kept when it gives fewer kernels and no more sequential ones (row reductions fused with their
+  consumers: see ``_whole_if_fewer_kernels``).
 
 With ``privatize=True`` the temporaries' anti and output dependences become *conditional* validity
 constraints (isl's live-range reordering, as PPCG does): they may be violated where the flow dependences
@@ -23,7 +26,8 @@ import islpy as isl
 from polyfuse.analysis.legality import padded_schedule_map
 from polyfuse.errors import PolyfuseError
 from polyfuse.ir.program import Program
-from polyfuse.schedule.bands import DepView, annotate, isl_options
+from polyfuse.schedule.bands import T, DepView, annotate, isl_options
+from polyfuse.schedule.mapping import split
 
 FUSION_POLICIES = ("none", "min", "max", "smart")
 
@@ -34,6 +38,8 @@ _OPTIONS = {
     "smart": dict(schedule_serialize_sccs=0, schedule_whole_component=0, schedule_outer_coincidence=1,
                   schedule_maximize_coincidence=1),
 }
+_WHOLE_OUTER = dict(schedule_serialize_sccs=0, schedule_whole_component=1, schedule_outer_coincidence=1,
+                    schedule_maximize_coincidence=1)  # "smart"'s second candidate (see _whole_if_fewer_kernels)
 
 
 def base_tree(
@@ -54,6 +60,7 @@ def isl_tree(
 ) -> isl.Schedule:
     dom = prog.domains if domain is None else domain
     flow = view.union(("flow",))
+    annotate_view = view
     if not relax:
         view = DepView(view.deps, view.temps, view.space, privatize=False)
     temp_order = view.union(("anti", "output"), arrays=view.temps)
@@ -63,7 +70,40 @@ def isl_tree(
     if view.privatize and not temp_order.is_empty():
         sc = sc.set_conditional_validity(view.union(("flow",), arrays=view.temps), temp_order)
     with isl_options(**_OPTIONS[fusion]):
-        return sc.compute_schedule()
+        tree = sc.compute_schedule()
+    if fusion == "smart":
+        tree = _whole_if_fewer_kernels(sc, tree, annotate_view)
+    return tree
+
+
+def _whole_if_fewer_kernels(sc: isl.ScheduleConstraints, tree: isl.Schedule, view: DepView) -> isl.Schedule:
+    """``"smart"``: isl's whole-component schedule with a parallel outer loop instead of ``tree`` (from
+    incremental clustering) when it gives no more sequential kernels and fewer kernels.
+
+    Clustering refuses to merge clusters when the merged band has fewer coincident members than either
+    cluster: a row reduction (``i`` parallel, ``j`` sequential) is kept apart from an elementwise nest over
+    the same rows (``i`` and ``j`` parallel). Whole-component scheduling with ``schedule_outer_coincidence``
+    fuses them under the parallel ``i`` -- ``for i (parallel) { for j: max; for j: exp, sum; for j: div }``
+    -- so softmax and layernorm become one kernel reading each row once from memory.
+    """
+    clustered = _kernel_count(tree, view)
+    if clustered[1] <= 1:
+        return tree
+    with isl_options(**_WHOLE_OUTER):
+        whole = sc.compute_schedule()
+    return whole if _kernel_count(whole, view) < clustered else tree
+
+
+def _kernel_count(tree: isl.Schedule, view: DepView) -> tuple[int, int]:
+    """(sequential kernels, kernels) that :func:`~polyfuse.schedule.mapping.split` makes of ``tree``."""
+    parallel: list[bool] = []
+
+    def record(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        parallel.append(node.get_type() == T.band and bool(node.band_member_get_coincident(0)))
+        return node
+
+    split(annotate(tree.get_root(), view), record)
+    return (parallel.count(False), len(parallel))
 
 
 def user_tree(prog: Program, spec, view: DepView) -> isl.Schedule:

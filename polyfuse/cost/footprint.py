@@ -1,0 +1,270 @@
+"""Per-tile footprints of a kernel's accesses, counted exactly at concrete sizes.
+
+Definitions (the whole model; ``traffic.py`` sums what this module counts):
+
+* A kernel's **tile map** ``Tm`` sends each statement instance to its *tile*: the schedule prefix above
+  the kernel (host loops, sequence positions) followed by the kernel's tile loops, i.e. the members of the
+  band that tiling produced (``Kernel.tile_sizes``; CUDA: the ``grid`` band, one tile = one thread block;
+  C: the outer band of ``tile_band``). A kernel without tile loops (sequential, or ``tile=None`` on C) is
+  one tile per execution (per iteration of the host loops around it).
+* A read of element ``e`` by instance ``r`` is **covered** when the value it reads (its flow-dependence
+  source ``w``, the last writer of ``e`` before ``r``) was written in the same tile: ``Tm(w) = Tm(r)``.
+  Covered reads move no global bytes (the value is still in registers, shared memory or cache).
+* The **read footprint** of array ``X`` in tile ``t`` is the set of elements read by uncovered reads of
+  ``X`` in ``t``; the **write footprint** the set of elements written (``write`` or ``update``) in ``t``.
+  Each element of a footprint moves once per tile, whatever the number of accesses to it in the tile
+  (reuse inside a tile is counted once: the tile's data is staged once, as a promoted schedule does).
+* The traffic of ``X`` in the kernel is the sum over tiles of the footprint sizes, i.e. the number of
+  points of the relation ``{ t -> e }``; partial (boundary) tiles count only the elements they touch.
+
+Counting is exact: :func:`count_points` uses isl's point scan (``isl_set_count_val``) on the relation,
+and, when the scan would visit too many rows, slices the leading (tile) dimension and counts the first,
+last and interior slices separately (see its docstring for the one assumption this makes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polyfuse.ir.program import Program
+from polyfuse.schedule.bands import member_map
+from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
+
+T = isl.schedule_node_type
+
+SCAN_ROWS = 20_000
+"""Above this many scanned rows :func:`count_points` slices the leading dimension instead of scanning."""
+
+
+def fixed_params(prog: Program, params: Mapping[str, int]) -> isl.Set:
+    """The parameter set with every size of ``params`` fixed (and the program's assumptions)."""
+    ctx = prog.context
+    space = ctx.get_space()
+    fixed = isl.Set.universe(space)
+    for k, p in enumerate(space.get_var_names(isl.dim_type.param)):
+        if p in params:
+            fixed = fixed.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(ctx.get_ctx(), int(params[p])))
+    return fixed & ctx
+
+
+def missing_params(prog: Program, params: Mapping[str, int]) -> list[str]:
+    return [p for p in prog.params if p not in params]
+
+
+# -- counting -------------------------------------------------------------------------------------------
+
+
+def _drop_params(s: isl.Set) -> isl.Set:
+    n = s.dim(isl.dim_type.param)
+    return s.project_out(isl.dim_type.param, 0, n) if n else s
+
+
+def _bounds(s: isl.Set, k: int) -> tuple[int, int]:
+    lo, hi = s.dim_min_val(k), s.dim_max_val(k)
+    if not (lo.is_int() and hi.is_int()):
+        raise ValueError(f"unbounded set while counting footprints: {s}")
+    return int(lo.to_python()), int(hi.to_python())
+
+
+def _rows(s: isl.Set, limit: int) -> int:
+    """The rows isl's scan of ``s`` visits (every dimension but the last), or more than ``limit``."""
+    rows = 1
+    for k in range(s.dim(isl.dim_type.set) - 1):
+        lo, hi = _bounds(s, k)
+        rows *= hi - lo + 1
+        if rows > limit:
+            break
+    return rows
+
+
+def count_points(s: isl.Set) -> int:
+    """The exact number of integer points of the bounded, parameter-free set ``s``.
+
+    Small sets are scanned by isl (``count_val``: every dimension but the last is enumerated). Larger
+    ones are sliced along dimension 0 (``[lo, hi]``): the slices ``lo``, ``lo+1``, ``hi-1``, ``hi`` are
+    counted, and so is the middle one; when the three interior samples agree the interior slices are taken
+    to be equal (translation-invariant interior tiles, true for box domains with constant-offset accesses);
+    when they lie on a line the interior is summed as an arithmetic series (triangular domains); otherwise
+    every slice is counted.
+    """
+    s = _drop_params(s)
+    if s.is_empty():
+        return 0
+    if s.dim(isl.dim_type.set) <= 1 or _rows(s, SCAN_ROWS) <= SCAN_ROWS:
+        return int(s.count_val().to_python())
+    lo, hi = _bounds(s, 0)
+    n = hi - lo + 1
+
+    def at(v: int) -> int:
+        return count_points(s.fix_val(isl.dim_type.set, 0, isl.Val.int_from_si(s.get_ctx(), v)).project_out(isl.dim_type.set, 0, 1))
+
+    if n <= 8:
+        return sum(at(v) for v in range(lo, hi + 1))
+    a, z = lo + 1, hi - 1
+    mid = (a + z) // 2
+    ca, cm, cz = at(a), at(mid), at(z)
+    ends = at(lo) + at(hi)
+    m = z - a + 1
+    if ca == cm == cz:
+        return ends + m * ca
+    q = (a + mid) // 2
+    cq = at(q)
+    if (cz - ca) * (mid - a) == (cm - ca) * (z - a) and (cz - ca) * (q - a) == (cq - ca) * (z - a) and (cz - ca) % (z - a) == 0:
+        return ends + m * (ca + cz) // 2
+    return ends + sum(at(v) for v in range(a, z + 1))
+
+
+def count_relation(rel: isl.UnionMap) -> int:
+    """The number of ``(t, e)`` pairs of a union map, each map counted as its wrapped set."""
+    total = 0
+    maps: list[isl.Map] = []
+    rel.foreach_map(maps.append)
+    for m in maps:
+        total += count_points(m.wrap())
+    return total
+
+
+def count_set(uset: isl.UnionSet) -> int:
+    sets: list[isl.Set] = []
+    uset.foreach_set(sets.append)
+    return sum(count_points(s) for s in sets)
+
+
+# -- kernels and their tiles ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelRegion:
+    """A kernel of a schedule tree: its statement instances and their tile map (see the module docstring)."""
+
+    kernel: Kernel
+    domain: isl.UnionSet
+    tile_map: isl.UnionMap
+
+
+def kernel_regions(tree: isl.Schedule, kernels: Iterable[Kernel]) -> list[KernelRegion]:
+    """One :class:`KernelRegion` per kernel mark of ``tree``, in tree order."""
+    by_name = {k.name: k for k in kernels}
+    out: list[KernelRegion] = []
+
+    def walk(node: isl.ScheduleNode) -> None:
+        if node.get_type() == T.mark and node.mark_get_id().get_name() == KERNEL_MARK:
+            kernel = node.mark_get_id().user
+            kernel = by_name.get(getattr(kernel, "name", ""), kernel)
+            out.append(region_below(node.child(0), kernel))
+            return
+        for k in range(node.n_children()):
+            walk(node.child(k))
+
+    walk(tree.get_root())
+    return out
+
+
+def region_below(node: isl.ScheduleNode, kernel: Kernel) -> KernelRegion:
+    """The region of ``kernel`` whose subtree starts at ``node`` (just below its kernel mark)."""
+    while node.get_type() == T.mark and node.mark_get_id().get_name() in (PARALLEL_MARK, GRID_MARK, BLOCK_MARK):
+        node = node.child(0)
+    domain = node.get_domain()
+    n = len(getattr(kernel, "tile_sizes", ()) or ())
+    return KernelRegion(kernel, domain, tile_map_at(node, n))
+
+
+def tile_map_at(node: isl.ScheduleNode, n: int) -> isl.UnionMap:
+    """The prefix schedule above ``node`` followed by the first ``n`` members of the band at ``node``."""
+    tm = node.get_prefix_schedule_union_map().intersect_domain(node.get_domain())
+    if n and node.get_type() == T.band:
+        for k in range(min(n, node.band_n_member())):
+            tm = tm.flat_range_product(member_map(node, k))
+    return tm
+
+
+# -- footprints -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArrayCount:
+    """Elements of one array moved by one kernel: summed over tiles (``read``, ``write``)."""
+
+    read: int
+    write: int
+    read_accesses: int = 0  # (instance, element) pairs of uncovered reads: > read when the tile reuses data
+
+
+def _restrict_array(umap: isl.UnionMap, array: str) -> isl.UnionMap:
+    maps: list[isl.Map] = []
+    umap.foreach_map(maps.append)
+    out = isl.UnionMap.empty(umap.get_space())
+    for m in maps:
+        if m.get_tuple_name(isl.dim_type.out) == array:
+            out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def accesses_in(prog: Program, kinds: tuple[str, ...], array: str) -> isl.UnionMap:
+    out = isl.UnionMap.empty(prog.context.get_space())
+    for s in prog.statements:
+        for a in s.accesses:
+            if a.array == array and a.kind in kinds:
+                out = out.union(isl.UnionMap.from_map(a.relation))
+    return out
+
+
+def flow_of(prog: Program, array: str, deps) -> isl.UnionMap:
+    out = isl.UnionMap.empty(prog.context.get_space())
+    for d in deps:
+        if d.kind == "flow" and d.array == array:
+            out = out.union(isl.UnionMap.from_map(d.relation))
+    return out
+
+
+def region_counts(
+    prog: Program,
+    domain: isl.UnionSet,
+    tile_map: isl.UnionMap,
+    fixed: isl.Set,
+    deps,
+    skip: frozenset[str] = frozenset(),
+    with_accesses: bool = False,
+) -> tuple[dict[str, ArrayCount], int]:
+    """Per array (not in ``skip``): elements read and written summed over the tiles of one kernel region,
+    and the number of tiles. ``fixed`` fixes every size (:func:`fixed_params`)."""
+    domain = domain.intersect_params(fixed)
+    tm = tile_map.intersect_domain(domain).intersect_params(fixed)
+    same_tile = tm.apply_range(tm.reverse())
+    out: dict[str, ArrayCount] = {}
+    for name in prog.arrays:
+        if name in skip:
+            continue
+        reads = accesses_in(prog, ("read", "update"), name).intersect_domain(domain).intersect_params(fixed)
+        writes = accesses_in(prog, ("write", "update"), name).intersect_domain(domain).intersect_params(fixed)
+        if reads.is_empty() and writes.is_empty():
+            continue
+        local = flow_of(prog, name, deps).intersect_params(fixed).intersect_domain(domain).intersect(same_tile)
+        covered = local.reverse().apply_range(writes).intersect(reads)
+        exposed = reads.subtract(covered)
+        r = count_relation(tm.reverse().apply_range(exposed))
+        w = count_relation(tm.reverse().apply_range(writes))
+        out[name] = ArrayCount(r, w, count_relation(exposed) if with_accesses else 0)
+    tiles = count_set(tm.range()) if not domain.is_empty() else 0
+    return out, tiles
+
+
+def compulsory_counts(prog: Program, fixed: isl.Set, deps) -> dict[str, ArrayCount]:
+    """Per array crossing the program boundary: the distinct elements whose incoming value is read
+    (reads with no flow source in the program), and, for outputs, the distinct elements written."""
+    out: dict[str, ArrayCount] = {}
+    for name, arr in prog.arrays.items():
+        if arr.role == "temp":
+            continue
+        reads = accesses_in(prog, ("read", "update"), name).intersect_params(fixed)
+        writes = accesses_in(prog, ("write", "update"), name).intersect_params(fixed)
+        flow = flow_of(prog, name, deps).intersect_params(fixed)
+        covered = flow.reverse().apply_range(writes).intersect(reads)
+        r = count_set(reads.subtract(covered).range())
+        w = count_set(writes.range()) if arr.role in ("output", "inout") else 0
+        if r or w:
+            out[name] = ArrayCount(r, w)
+    return out

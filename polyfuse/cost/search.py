@@ -1,0 +1,275 @@
+"""Tile-size selection by the traffic model (``tile="auto"`` with concrete ``params``).
+
+For each kernel band the mapper is about to tile, :class:`TileSearch` evaluates candidate tile shapes
+with the traffic model of ``footprint.py`` (the band tiled, the tiles' footprints counted at the sizes)
+and returns the feasible shape with the least modelled traffic.
+
+CUDA (the mapped members, innermost = ``threadIdx.x``): powers of two per member, the x size a multiple
+of 32 (or the extent of x rounded up to a power of two when that is smaller), with
+
+* ``threads = prod(sizes) <= max_threads`` (1024) and at least one warp when the extents allow it;
+* staged shared memory ``<= shared_memory`` (default 48 KiB, ``pf.schedule(..., shared_memory=...)``):
+  the arrays a tile *reuses* (fewer footprint elements than uncovered reads) are staged, a chunk of
+  ``stage_chunk`` (32) sequential iterations per thread at a time, so the estimate is
+  ``sum_X footprint_X(tile) * itemsize_X * min(1, 32 / iterations_per_thread)``;
+* enough blocks to fill ``sms`` (132) multiprocessors; when no shape gives that many, the shapes with
+  the most blocks win.
+
+C (the tiled members of the outermost permutable band, at most three searched; more keep 32): sizes in
+8..256 (powers of two), the average footprint of a tile (all arrays, read and written) within
+``cache_bytes`` (default 256 KiB, ``pf.schedule(..., cache_bytes=...)``), and at least ``c_parallelism``
+(16) tiles when the sizes allow it. The search is coordinate descent from the
+default 32s (two sweeps over the members).
+
+Ties are broken towards the larger tile (fewer, fuller blocks), then towards the default. Without params
+the fixed defaults of ``tiling.py`` are kept (the mapper does not call the search).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polyfuse.cost.footprint import count_set, fixed_params, region_counts, tile_map_at
+from polyfuse.cost.traffic import itemsize
+from polyfuse.ir.program import Program
+from polyfuse.schedule.bands import member_map
+from polyfuse.schedule.deps import dependences_of
+from polyfuse.schedule.tiling import tile_band
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Device limits the search respects (CUDA defaults: an H100-class GPU)."""
+
+    max_threads: int = 1024
+    shared_memory: int = 49152
+    sms: int = 132
+    stage_chunk: int = 32
+    cache_bytes: int = 262144
+    c_parallelism: int = 16
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One evaluated tile shape."""
+
+    sizes: tuple[int, ...]
+    traffic_bytes: int
+    blocks: int
+    threads: int
+    staged_bytes: int
+    feasible: bool
+
+    def describe(self) -> str:
+        return (f"{'x'.join(map(str, self.sizes))}: {self.traffic_bytes} B, {self.blocks} tiles, "
+                f"{self.staged_bytes} B staged per tile{'' if self.feasible else ' (over the limits)'}")
+
+
+def _pow2_upto(n: int, lo: int = 1) -> list[int]:
+    out, v = [], lo
+    while v <= n:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def _ceil_pow2(n: int) -> int:
+    v = 1
+    while v < n:
+        v *= 2
+    return v
+
+
+class TileSearch:
+    """The mapper's ``choose`` callback: ``(band node, n_parallel, default sizes) -> sizes``.
+
+    ``log`` collects one line per kernel band searched (``Schedule.notes`` shows them)."""
+
+    def __init__(self, prog: Program, target: str, params: Mapping[str, int], limits: Limits = Limits()) -> None:
+        self.prog = prog
+        self.target = target
+        self.params = dict(params)
+        self.limits = limits
+        self.fixed = fixed_params(prog, params)
+        self.deps = dependences_of(prog)
+        self.log: list[str] = []
+        self._counts: dict[tuple, tuple] = {}
+        self._sizes: dict[str, int] = {}
+
+    def __call__(self, node: isl.ScheduleNode, n_par: int, default: tuple[int, ...]) -> tuple[int, ...]:
+        if any(p not in self.params for p in self.prog.params) or not default:
+            return default
+        extents = [self._extent(node, k) for k in range(node.band_n_member())]
+        if self.target == "cuda":
+            best = self._cuda(node, len(default), extents)
+        else:
+            best = self._c(node, default, extents, n_par)
+        if best is None:
+            return default
+        self.log.append(f"tile search for {', '.join(self._statements(node))}: chose {best.describe()}")
+        return best.sizes
+
+    # -- evaluation -----------------------------------------------------------------------------------
+
+    def evaluate(self, node: isl.ScheduleNode, sizes: tuple[int, ...], extents: list[int]) -> Candidate:
+        key = (str(node.get_domain()), str(node.band_get_partial_schedule()), tuple(sizes))
+        if key not in self._counts:
+            domain = self._one_launch(node)
+            tm = tile_map_at(tile_band(node, sizes), len(sizes))
+            counts, tiles = region_counts(self.prog, domain, tm, self.fixed, self.deps, self._private(domain))
+            self._counts[key] = (counts, tiles, count_set(domain))
+        counts, tiles, instances = self._counts[key]
+        domain = node.get_domain()
+        traffic = sum((c.read + c.write) * itemsize(self.prog, a) for a, c in counts.items())
+        threads = 1
+        blocks = 1
+        for k, (s, e) in enumerate(zip(sizes, extents)):
+            threads *= min(s, e) if e else s
+            if self.target == "cuda" or k == 0:  # C: only the outermost tile loop runs in parallel
+                blocks *= -(-e // s) if e else 1
+        tiles = max(tiles, 1)
+        if self.target == "cuda":
+            per_thread = max(1, -(-instances // max(1, tiles * threads)))
+            chunk = min(1.0, self.limits.stage_chunk / per_thread)
+            reads = self._reads(domain)
+            staged = sum(c.read * itemsize(self.prog, a) for a, c in counts.items() if reads.get(a, 0) > c.read)
+            staged = int(staged / tiles * chunk)
+            feasible = threads <= self.limits.max_threads and staged <= self.limits.shared_memory
+        else:
+            staged = int(sum((c.read + c.write) * itemsize(self.prog, a) for a, c in counts.items()) / tiles)
+            feasible = staged <= self.limits.cache_bytes
+        return Candidate(tuple(sizes), traffic, blocks, threads, staged, feasible)
+
+    def _one_launch(self, node: isl.ScheduleNode) -> isl.UnionSet:
+        """The instances of the kernel's first launch (the first iteration of the host loops around it):
+        candidates are ranked on one launch, as every launch of a kernel is tiled alike."""
+        domain = node.get_domain().intersect_params(self.fixed)
+        prefix = node.get_prefix_schedule_union_map().intersect_domain(domain)
+        if prefix.is_empty() or isl.Set.from_union_set(prefix.range()).dim(isl.dim_type.set) == 0:
+            return domain
+        first = isl.UnionSet.from_set(isl.Set.from_union_set(prefix.range()).lexmin())
+        return prefix.intersect_range(first).domain()
+
+    def _private(self, domain: isl.UnionSet) -> frozenset[str]:
+        """Temporaries used only inside this kernel: the contraction pass will likely keep them in
+        registers, so they do not count against a shape."""
+        inside = set()
+        domain.foreach_set(lambda s: inside.add(s.get_tuple_name()))
+        out = set()
+        for name, arr in self.prog.arrays.items():
+            if arr.role != "temp":
+                continue
+            users = {s.name for s in self.prog.statements if any(a.array == name for a in s.accesses)}
+            if users <= inside:
+                out.add(name)
+        return frozenset(out)
+
+    def _reads(self, domain: isl.UnionSet) -> dict[str, int]:
+        """Per array: the read accesses the kernel's instances make (an upper bound on the uncovered
+        ones); an array whose read footprint is smaller is reused inside a tile and worth staging."""
+        out: dict[str, int] = {}
+        for name in self._names(domain):
+            st = self.prog.statement(name)
+            for a in st.accesses:
+                if a.kind in ("read", "update"):
+                    out[a.array] = out.get(a.array, 0) + self._size(name)
+        return out
+
+    def _size(self, stmt: str) -> int:
+        if stmt not in self._sizes:
+            self._sizes[stmt] = count_set(isl.UnionSet.from_set(self.prog.statement(stmt).domain).intersect_params(self.fixed))
+        return self._sizes[stmt]
+
+    @staticmethod
+    def _names(domain: isl.UnionSet) -> list[str]:
+        names: list[str] = []
+        domain.foreach_set(lambda s: names.append(s.get_tuple_name()))
+        return names
+
+    def _extent(self, node: isl.ScheduleNode, k: int) -> int:
+        rng = member_map(node, k).intersect_params(self.fixed).range()
+        if rng.is_empty():
+            return 1
+        s = isl.Set.from_union_set(rng)
+        lo, hi = s.dim_min_val(0), s.dim_max_val(0)
+        if not (lo.is_int() and hi.is_int()):
+            return 0
+        return int(hi.to_python()) - min(0, int(lo.to_python())) + 1
+
+    @staticmethod
+    def _statements(node: isl.ScheduleNode) -> list[str]:
+        names: set[str] = set()
+        node.get_domain().foreach_set(lambda s: names.add(s.get_tuple_name()))
+        return sorted(names, key=lambda n: (len(n), n))
+
+    # -- the two searches -----------------------------------------------------------------------------
+
+    def _pick(self, cands: list[Candidate], default: tuple[int, ...], need_blocks: int) -> Candidate | None:
+        ok = [c for c in cands if c.feasible]
+        if not ok:
+            return None
+
+        def key(c: Candidate):
+            size = 1
+            for s in c.sizes:
+                size *= s
+            return (max(0, need_blocks - c.blocks), c.traffic_bytes, -size, c.sizes != default)
+
+        return min(ok, key=key)
+
+    def _cuda(self, node: isl.ScheduleNode, n: int, extents: list[int]) -> Candidate | None:
+        ext = [e or 1024 for e in extents[:n]]
+        x_opts = [s for s in _pow2_upto(1024, 32)] if ext[-1] >= 32 else [_ceil_pow2(ext[-1])]
+        outer_opts = [[s for s in _pow2_upto(min(1024, _ceil_pow2(e)))] for e in ext[:-1]]
+        shapes: set[tuple[int, ...]] = set()
+
+        def build(k: int, prefix: tuple[int, ...], threads: int) -> None:
+            if k == n - 1:
+                for x in x_opts:
+                    if threads * x <= self.limits.max_threads:
+                        shapes.add(prefix + (x,))
+                return
+            for s in outer_opts[k]:
+                if threads * s <= self.limits.max_threads:
+                    build(k + 1, prefix + (s,), threads * s)
+
+        build(0, (), 1)
+        min_threads = min(32, _prod(_ceil_pow2(e) for e in ext))
+        cands = [self.evaluate(node, sh, extents) for sh in sorted(shapes) if _prod(sh) >= min_threads]
+        default = (256,) if n == 1 else (16, 32)[:n]
+        return self._pick(cands, default, self.limits.sms)
+
+    def _c(self, node: isl.ScheduleNode, default: tuple[int, ...], extents: list[int], n_par: int) -> Candidate | None:
+        n = len(default) if node.band_get_permutable() else 1
+        opts = [[s for s in _pow2_upto(256, 8) if s < 2 * max(e, 1)] or [8] for e in extents[:n]]
+        current = list(default[:n])
+        seen: dict[tuple[int, ...], Candidate] = {}
+
+        def ev(sizes: list[int]) -> Candidate:
+            key = tuple(min(s, _ceil_pow2(max(e, 1))) for s, e in zip(sizes, extents))
+            if key not in seen:
+                seen[key] = self.evaluate(node, key, extents)
+            return seen[key]
+
+        need = self.limits.c_parallelism if n_par else 0
+        for _sweep in range(2):
+            for k in range(min(n, 3)):
+                cands = [ev(current[:k] + [s] + current[k + 1:]) for s in opts[k]]
+                best = self._pick(cands, tuple(current), need)
+                if best is not None:
+                    current[k] = best.sizes[k]
+        best = self._pick(list(seen.values()), tuple(default[:n]), need)
+        if best is None:
+            return None
+        return Candidate(best.sizes + tuple(default[n:]), best.traffic_bytes, best.blocks, best.threads,
+                         best.staged_bytes, best.feasible)
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out

@@ -1,0 +1,79 @@
+"""``conv2d``: 2-d convolution (cross-correlation, as in PyTorch) in NCHW layout.
+
+``x: (N, C, H, W)``, ``w: (F, C, KH, KW)``, optional ``bias: (F,)``; ``stride`` and ``padding`` are ints or
+pairs. The result has shape ``(N, F, OH, OW)`` with ``OH = (H + 2 ph - KH) // sh + 1``. Lowering::
+
+    y[n, f, oh, ow] = 0                      (or bias[f])
+    y[n, f, oh, ow] += x[n, c, oh*sh + kh - ph, ow*sw + kw - pw] * w[f, c, kh, kw]
+        for n, f, oh, ow, c, kh, kw  where  0 <= oh*sh + kh - ph < H  and  0 <= ow*sw + kw - pw < W
+
+The padding guard is an affine condition on the update's domain, so no instance reads outside ``x``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polyfuse.errors import PolyfuseError, ShapeError
+from polyfuse.frontend.graph import Lowering, Tensor, const, result_dtype, same_size, shape_text
+from polyfuse.ir.printer import format_size
+from polyfuse.types import SizeExpr
+
+
+def _pair(op: str, name: str, v: Any) -> tuple[int, int]:
+    pair = (v, v) if isinstance(v, int) else tuple(v)
+    if len(pair) != 2 or not all(isinstance(p, int) and not isinstance(p, bool) for p in pair):
+        raise PolyfuseError(f"{op}: {name} must be an int or a pair of ints, got {v!r}")
+    return pair  # type: ignore[return-value]
+
+
+def _out_size(h: SizeExpr, k: SizeExpr, s: int, p: int, what: str, xs, ws) -> SizeExpr:
+    span = h + 2 * p - k
+    if s == 1:
+        out = span + 1
+    elif span.terms:
+        raise ShapeError(f"conv2d: stride {s} needs concrete sizes for the {what} (x {shape_text(xs)}, w {shape_text(ws)})")
+    else:
+        out = SizeExpr.of(span.constant // s + 1) if span.constant >= 0 else span
+    if not out.terms and out.constant <= 0:
+        raise ShapeError(f"conv2d: the {what} output size {format_size(out)} is not positive (x {shape_text(xs)}, w {shape_text(ws)})")
+    return out
+
+
+def conv2d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0) -> Tensor:
+    if not isinstance(x, Tensor) or not isinstance(w, Tensor):
+        raise PolyfuseError("conv2d: x and w must be tensors")
+    if x.ndim != 4 or w.ndim != 4:
+        raise ShapeError(f"conv2d: expects x (N, C, H, W) and w (F, C, KH, KW), got {shape_text(x.shape)} and {shape_text(w.shape)}")
+    sh, sw = _pair("conv2d", "stride", stride)
+    ph, pw = _pair("conv2d", "padding", padding)
+    if sh < 1 or sw < 1 or ph < 0 or pw < 0:
+        raise PolyfuseError(f"conv2d: stride must be positive and padding non-negative, got stride={stride!r} padding={padding!r}")
+    n, c, h, wd = x.shape
+    f, c2, kh, kw = w.shape
+    if not same_size(c, c2):
+        raise ShapeError(f"conv2d: channels do not match: x {shape_text(x.shape)} has {format_size(c)}, w {shape_text(w.shape)} has {format_size(c2)}")
+    if bias is not None and (bias.ndim != 1 or not same_size(bias.shape[0], f)):
+        raise ShapeError(f"conv2d: bias of shape {shape_text(bias.shape)} does not match the {format_size(f)} filters of w {shape_text(w.shape)}")
+    oh = _out_size(h, kh, sh, ph, "height", x.shape, w.shape)
+    ow = _out_size(wd, kw, sw, pw, "width", x.shape, w.shape)
+    dtype = result_dtype([x, w])
+    shape = (n, f, oh, ow)
+    inputs = [x, w] + ([bias] if bias is not None else [])
+
+    def lower(lw: Lowering, out: Tensor, y: str) -> None:
+        with lw.nest(shape) as its:
+            init = (lambda ld: ld(bias, [its[1]])) if bias is not None else (lambda ld: const(0, dtype))
+            lw.assign(y, its, "=", init, f"{y} = {'bias' if bias is not None else 0}")
+        with lw.nest((n, f, oh, ow, c, kh, kw)) as its:
+            i_n, i_f, i_oh, i_ow, i_c, i_kh, i_kw = its
+            scope = lw.b.scope()
+            row = scope.var(i_oh) * sh + scope.var(i_kh) - ph
+            col = scope.var(i_ow) * sw + scope.var(i_kw) - pw
+            zero = scope.const(0)
+            guard = row.ge_set(zero) & row.lt_set(lw.size(h)) & col.ge_set(zero) & col.lt_set(lw.size(wd))
+            with lw.b.condition(guard):
+                lw.assign(y, [i_n, i_f, i_oh, i_ow], "+=", lambda ld: ld(x, [i_n, i_c, row, col]) * ld(w, [i_f, i_c, i_kh, i_kw]),
+                          f"{y} += {lw.array(x)}[n, c, oh*{sh}+kh-{ph}, ow*{sw}+kw-{pw}] * {lw.array(w)}[f, c, kh, kw]")
+
+    return x.graph.apply("conv2d", inputs, shape, dtype, lower)

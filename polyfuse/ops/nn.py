@@ -1,0 +1,136 @@
+"""Neural-network operators: activations, softmax and layer normalisation.
+
+Activations are one elementwise statement each. ``softmax`` and ``layernorm`` lower to a few row-wise
+statements (reductions into per-row temporaries, then elementwise passes); the general scheduler fuses
+them under one parallel loop over the rows, so each is a single kernel reading its row from cache.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from polyfuse.errors import ShapeError
+from polyfuse.frontend.graph import (
+    Lowering,
+    Tensor,
+    Val,
+    binary,
+    const,
+    elementwise,
+    normalize_axes,
+    same_size,
+    shape_text,
+    unary,
+)
+
+GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def relu(x: Tensor) -> Tensor:
+    """``max(x, 0)``."""
+    return elementwise("relu", lambda v: binary("max", v, const(0, v.dtype)), x)
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """``1 / (1 + exp(-x))``."""
+    return elementwise("sigmoid", lambda v: 1.0 / (1.0 + unary("exp", -v)), x, float_result=True)
+
+
+def gelu_formula(v: Val) -> Val:
+    """The tanh form: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+    inner = GELU_C * (v + 0.044715 * v * v * v)
+    return 0.5 * v * (1.0 + unary("tanh", inner))
+
+
+def gelu(x: Tensor) -> Tensor:
+    """GELU, tanh approximation (as ``torch.nn.functional.gelu(x, approximate="tanh")``)."""
+    return elementwise("gelu", gelu_formula, x, float_result=True)
+
+
+def _rows(op: str, x: Tensor, axis: int) -> tuple[int, Callable[[list[str]], list[str]]]:
+    (a,) = normalize_axes(op, axis, x.ndim, x.shape) if isinstance(axis, int) and not isinstance(axis, bool) else (None,)
+    if a is None:
+        raise ShapeError(f"{op}: axis must be one int, got {axis!r}")
+    return a, lambda its: [i for k, i in enumerate(its) if k != a]
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``.
+
+    Lowering (``m``, ``s``: per-row temporaries; ``y``: the result): ``m = -inf``; ``m = max(m, x)``;
+    ``y = exp(x - m)``; ``s = 0``; ``s += y``; ``y = y / s``.
+    """
+    if not x.dtype.is_float:
+        raise ShapeError(f"softmax: needs a float tensor, got {x.dtype.name}")
+    a, kept = _rows("softmax", x, axis)
+    row_shape = tuple(s for k, s in enumerate(x.shape) if k != a)
+
+    def lower(lw: Lowering, out: Tensor, y: str) -> None:
+        m = lw.temp(row_shape, x.dtype, "softmax_max")
+        s = lw.temp(row_shape, x.dtype, "softmax_sum")
+        xa = lw.array(x)
+        with lw.nest(row_shape) as its:
+            lw.assign(m, its, "=", lambda ld: const(-math.inf, x.dtype), f"{m} = -inf")
+        with lw.nest(x.shape) as its:
+            lw.assign(m, kept(its), "=", lambda ld: binary("max", ld(m, kept(its)), ld(x, its)), f"{m} = max({m}, {xa})")
+        with lw.nest(x.shape) as its:
+            lw.assign(y, its, "=", lambda ld: unary("exp", ld(x, its) - ld(m, kept(its))), f"{y} = exp({xa} - {m})")
+        with lw.nest(row_shape) as its:
+            lw.assign(s, its, "=", lambda ld: const(0.0, x.dtype), f"{s} = 0")
+        with lw.nest(x.shape) as its:
+            lw.assign(s, kept(its), "+=", lambda ld: ld(y, its), f"{s} += {y}")
+        with lw.nest(x.shape) as its:
+            lw.assign(y, its, "=", lambda ld: ld(y, its) / ld(s, kept(its)), f"{y} = {y} / {s}")
+
+    return x.graph.apply("softmax", [x], x.shape, x.dtype, lower)
+
+
+def layernorm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the last axis: ``(x - mean) / sqrt(var + eps) * gamma + beta`` (biased variance).
+
+    ``gamma`` and ``beta`` have the shape of the last axis. Lowering (``s``, ``v``: per-row temporaries,
+    ``D``: the row length): ``s = 0``; ``s += x``; ``v = 0``; ``v += (x - s/D)^2``;
+    ``y = (x - s/D) * rsqrt(v/D + eps) * gamma + beta``.
+    """
+    if x.ndim < 1 or not x.dtype.is_float:
+        raise ShapeError(f"layernorm: needs a float tensor with at least one dimension, got {shape_text(x.shape)} {x.dtype.name}")
+    d = x.shape[-1]
+    for what, t in (("gamma", gamma), ("beta", beta)):
+        if t is not None and (t.ndim != 1 or not same_size(t.shape[0], d)):
+            raise ShapeError(f"layernorm: {what} of shape {shape_text(t.shape)} does not match the last axis of x {shape_text(x.shape)}")
+    row_shape = x.shape[:-1]
+    inputs = [t for t in (x, gamma, beta) if t is not None]
+
+    def lower(lw: Lowering, out: Tensor, y: str) -> None:
+        s = lw.temp(row_shape, x.dtype, "ln_sum")
+        v = lw.temp(row_shape, x.dtype, "ln_var")
+        xa = lw.array(x)
+
+        def centred(ld, its) -> Val:
+            return ld(x, its) - ld(s, its[:-1]) / lw.size_value(d, x.dtype)
+
+        with lw.nest(row_shape) as its:
+            lw.assign(s, its, "=", lambda ld: const(0.0, x.dtype), f"{s} = 0")
+        with lw.nest(x.shape) as its:
+            lw.assign(s, its[:-1], "+=", lambda ld: ld(x, its), f"{s} += {xa}")
+        with lw.nest(row_shape) as its:
+            lw.assign(v, its, "=", lambda ld: const(0.0, x.dtype), f"{v} = 0")
+        with lw.nest(x.shape) as its:
+            def sq(ld) -> Val:
+                c = centred(ld, its)
+                return c * c
+
+            lw.assign(v, its[:-1], "+=", sq, f"{v} += ({xa} - mean)^2")
+        with lw.nest(x.shape) as its:
+            def norm(ld) -> Val:
+                r = centred(ld, its) * (1.0 / unary("sqrt", ld(v, its[:-1]) / lw.size_value(d, x.dtype) + eps))
+                if gamma is not None:
+                    r = r * ld(gamma, its[-1:])
+                if beta is not None:
+                    r = r + ld(beta, its[-1:])
+                return r
+
+            lw.assign(y, its, "=", norm, f"{y} = layernorm({xa})")
+
+    return x.graph.apply("layernorm", inputs, x.shape, x.dtype, lower)
