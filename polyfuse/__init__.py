@@ -13,6 +13,7 @@ from polyfuse.errors import (
     CodegenError,
     IllegalTransformError,
     PolyfuseError,
+    PolyfuseWarning,
     RuntimeUnavailable,
     ShapeError,
     SourceError,
@@ -31,6 +32,6 @@ from polyfuse import ops  # noqa: E402,I001  (after Graph: the operators build o
 __all__ = [
     "Code", "Executable", "Graph", "Tensor", "codegen", "compile", "ops",
     "Access", "Array", "BoundsError", "CodegenError", "DType", "Dependence", "Dependences", "IllegalTransformError",
-    "Param", "PolyfuseError", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64", "from_c",
+    "Param", "PolyfuseError", "PolyfuseWarning", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64", "from_c",
     "i32", "log", "max", "min", "params", "pow", "program", "reference", "schedule", "sqrt", "tanh", "where",
 ]

@@ -39,7 +39,7 @@ except ModuleNotFoundError as e:  # the CUDA runtime is optional (and pycuda wit
     cuda_runtime = None
 
 TARGETS = ("c", "cuda", "auto")
-SCHEDULE_OPTIONS = ("fusion", "tile", "params", "schedule")
+SCHEDULE_OPTIONS = ("fusion", "tile", "params", "schedule", "isl_budget")
 
 
 @dataclass(frozen=True, eq=False)

@@ -70,3 +70,8 @@ class CodegenError(PolyfuseError):
 
 class RuntimeUnavailable(PolyfuseError):
     """The requested backend cannot run here (no GPU, no pycuda, no C compiler)."""
+
+
+class PolyfuseWarning(UserWarning):
+    """Something polyfuse did differently from what was asked, e.g. a less ambitious fusion policy after
+    isl's scheduler ran out of its operation budget; the result is still correct."""

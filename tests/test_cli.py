@@ -1,4 +1,5 @@
-"""The ``polyfuse`` command: ``show`` and ``deps`` on the example corpus, and the exit-status contract.
+"""The ``polyfuse`` command: ``show``, ``deps``, ``schedule``, ``codegen``, ``run`` and ``bench`` on the
+example corpus, and the exit-status contract.
 
 Most tests call ``main(argv)`` in-process and read stdout/stderr with capsys; a few run
 ``python -m polyfuse`` in a subprocess to check what a user sees: exit codes and a single error line with
@@ -17,8 +18,14 @@ import pytest
 
 import examples.kernels as K
 import polyfuse
+from polyfuse.cli import running
 from polyfuse.cli.commands import REGISTRY
 from polyfuse.cli.main import main
+
+try:
+    from polyfuse.runtime import cuda as cuda_runtime
+except ModuleNotFoundError:  # the CUDA runtime is optional
+    cuda_runtime = None
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "examples" / "kernels.py"
@@ -305,6 +312,227 @@ def test_user_file_can_import_its_neighbours(capsys, tmp_path):
     assert status == 0, err
 
 
+# ----- schedule ------------------------------------------------------------------------------------
+
+
+def test_schedule_add_exp_max_fuses_into_one_kernel_and_contracts_b(capsys):
+    status, out, err = run_cli(capsys, "schedule", target("add_exp"), "--fusion", "max")
+    assert status == 0, err
+    assert out.startswith("schedule of add_exp: 1 kernel(s), fusion=max, target=c")
+    assert "kernels (1):\n  kernel0: S0, S1  (" in out
+    assert "contracted arrays (no global buffer): B" in out
+    tree = out.split("schedule tree:\n", 1)[1]
+    assert tree.startswith("params: N, M\ndomain { S0[i, j]")
+    assert "\n  mark kernel\n" in tree and "filter { S1[i, j] }" in tree
+    assert "traffic" not in out, "no traffic without --size"
+
+
+def test_schedule_with_sizes_prints_cuda_launch_and_traffic(capsys):
+    status, out, err = run_cli(
+        capsys, "schedule", target("add_exp"), "--fusion", "max", "--target", "cuda", "--size", "N=64,M=32"
+    )
+    assert status == 0, err
+    assert "target=cuda" in out and "grid (" in out and "block (" in out
+    assert "mark grid" in out and "mark block" in out
+    if "traffic of add_exp" in out:  # the traffic model prints per kernel and per array
+        assert "kernel0 (S0, S1;" in out and "A: read " in out and "C: read 0 B, write " in out
+
+
+def test_schedule_fusion_none_and_tile_options(capsys):
+    status, out, err = run_cli(capsys, "schedule", target("add_exp"), "--fusion", "none", "--tile", "none")
+    assert status == 0, err
+    assert "2 kernel(s), fusion=none" in out and "tiles none" in out
+    status, out, err = run_cli(capsys, "schedule", target("add_exp"), "--fusion", "max", "--tile", "16,8")
+    assert status == 0, err
+    assert "tiles 16x8" in out
+
+
+def test_schedule_partial_sizes_say_what_is_missing(capsys):
+    status, out, err = run_cli(capsys, "schedule", target("jacobi_2d"), "--size", "N=34", "--fusion", "none")
+    assert status == 0, err
+    assert "traffic" not in out or "give --size for T" in out
+
+
+# ----- codegen -------------------------------------------------------------------------------------
+
+
+def test_codegen_c_has_openmp(capsys):
+    status, out, err = run_cli(capsys, "codegen", target("add_exp"), "--target", "c", "--fusion", "max")
+    assert status == 0, err
+    assert "#pragma omp parallel for" in out
+    assert "void add_exp_kernel(" in out
+
+
+def test_codegen_cuda_has_kernels(capsys):
+    status, out, err = run_cli(capsys, "codegen", target("add_exp"), "--target", "cuda", "--size", "N=64,M=32")
+    assert status == 0, err
+    assert "__global__" in out
+
+
+def test_codegen_output_file(capsys, tmp_path):
+    out_file = tmp_path / "add_exp.c"
+    status, out, err = run_cli(capsys, "codegen", target("add_exp"), "--target", "c", "-o", out_file)
+    assert status == 0, err
+    assert out == ""
+    text = out_file.read_text()
+    assert "#pragma omp parallel for" in text and text.endswith("\n")
+    status, _, err = run_cli(capsys, "codegen", target("add_exp"), "--target", "c", "-o", tmp_path / "no" / "dir.c")
+    assert status == 1 and err.count("\n") == 1 and "cannot write" in err
+
+
+def test_codegen_needs_a_target(capsys):
+    status, _, err = run_cli(capsys, "codegen", target("add_exp"))
+    assert status == 2 and "--target" in err
+
+
+# ----- run -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, sizes", [("gemm_acc", "N=12,M=10,K=7"), ("jacobi_2d", "N=10,T=3")])
+def test_run_check_passes(capsys, name, sizes):
+    status, out, err = run_cli(capsys, "run", target(name), "--target", "c", "--size", sizes, "--check", "--repeat", "2")
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{name} at {sizes.replace(',', ', ')}: target c, ")
+    outputs = [a.name for a in getattr(K, name).arrays.values() if a.role in ("output", "inout")]
+    for array in outputs:
+        assert any(line.startswith(f"check {array}: max abs error ") and line.endswith("PASS") for line in lines)
+    assert "check: PASS" in lines
+    assert lines[-1].startswith("time: median ") and "over 2 run(s)" in lines[-1]
+
+
+def test_run_c_kernel_with_defines(capsys):
+    gemm = ROOT / "tests" / "kernels" / "gemm.c"
+    status, out, err = run_cli(
+        capsys, "run", gemm, "-D", "NI=6", "-D", "NJ=7", "--size", "ni=6,nj=7,nk=8", "--check", "--target", "c"
+    )
+    assert status == 0, err
+    assert out.startswith("kernel_gemm at ni=6, nj=7, nk=8: target c") and "check: PASS" in out
+
+
+def test_defines_fix_a_c_programs_sizes(capsys, tmp_path):
+    path = write(
+        tmp_path,
+        "fixed.c",
+        """\
+        #define N 10
+        void twice(float A[N], float B[N])
+        {
+          int i;
+        #pragma scop
+          for (i = 0; i < N; i++)
+            B[i] = 2.0f * A[i];
+        #pragma endscop
+        }
+    """,
+    )
+    status, out, err = run_cli(capsys, "run", f"{path}::twice", "-D", "N=16", "--check", "--target", "c", "--repeat", "1")
+    assert status == 0, err
+    assert "check: PASS" in out
+    status, out, err = run_cli(capsys, "codegen", path, "--target", "c", "-D", "N=16")
+    assert status == 0, err
+    assert "<= 15;" in out and "<= 9;" not in out, "the loop runs to the -D value of N, not the file's"
+
+
+def test_assume_reaches_the_c_frontend(capsys, tmp_path):
+    path = write(tmp_path, "k.c", C_KERNEL)
+    status, out, err = run_cli(capsys, "show", path, "--assume", "n >= 3")
+    assert status == 0, err
+    context = next(line for line in out.splitlines() if "context:" in line)
+    assert "n >= 3" in context or "n > 2" in context
+
+
+def test_defines_on_a_python_file_are_an_error(capsys):
+    status, _, err = run_cli(capsys, "show", target("add_exp"), "-D", "N=4")
+    assert status == 1 and err.count("\n") == 1 and "C files only" in err
+
+
+def test_run_random_inputs_have_the_declared_dtypes_and_range():
+    values = running.random_arguments(K.gemm_acc, {"N": 4, "M": 3, "K": 2}, __import__("numpy").random.default_rng(0))
+    assert values["A"].shape == (4, 2) and values["A"].dtype.name == "float32"
+    assert all(0.5 <= v.min() and v.max() < 1.5 for v in (values["A"], values["B"], values["C"]))
+    assert (values["N"], values["M"], values["K"]) == (4, 3, 2)
+
+
+def test_run_check_failure_exits_1(capsys, monkeypatch):
+    real = running.reference
+
+    def wrong(program):
+        interpreter = real(program)
+
+        def call(**kwargs):
+            interpreter(**kwargs)
+            kwargs["C"][0, 0] += 1.0
+
+        return call
+
+    monkeypatch.setattr(running, "reference", wrong)
+    status, out, err = run_cli(capsys, "run", target("gemm_acc"), "--target", "c", "--size", "N=4,M=4,K=4", "--check")
+    assert status == 1
+    assert "check C: " in out and out.rstrip().endswith("FAIL")
+    assert err.startswith("polyfuse: error: gemm_acc: C differ") and err.count("\n") == 1
+
+
+def test_run_needs_every_size(capsys):
+    status, out, err = run_cli(capsys, "run", target("jacobi_2d"), "--size", "N=10", "--target", "c")
+    assert status == 1 and out == ""
+    assert err == "polyfuse: error: jacobi_2d needs --size for T (its sizes: N, T)\n"
+    status, _, err = run_cli(capsys, "run", target("jacobi_2d"), "--size", "N=10,T=2,Q=1", "--target", "c")
+    assert status == 1 and "Q" in err
+
+
+@pytest.mark.skipif(cuda_runtime is not None and cuda_runtime.available(), reason="a GPU is present")
+def test_run_cuda_without_a_gpu_is_a_one_line_error(capsys):
+    status, out, err = run_cli(capsys, "run", target("add_exp"), "--target", "cuda", "--size", "N=8,M=8")
+    assert status == 1
+    assert err.startswith("polyfuse: error: the CUDA target cannot run here") and err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("size", ["N", "N=", "N=8,M", "N=-1", "N=1.5", "=8", "N=8;M=2"])
+def test_bad_size_is_usage(capsys, size):
+    status, out, err = run_cli(capsys, "run", target("add_exp"), "--size", size)
+    assert status == 2 and out == ""
+    assert "usage:" in err and "--size" in err
+
+
+@pytest.mark.parametrize(
+    "argv", [["--tile", "0,32"], ["--tile", "big"], ["--fusion", "some"], ["--target", "opencl"], ["-D", "1X=2"]]
+)
+def test_bad_schedule_options_are_usage(capsys, argv):
+    status, _, err = run_cli(capsys, "schedule", target("add_exp"), *argv)
+    assert status == 2 and "usage:" in err
+
+
+# ----- bench ---------------------------------------------------------------------------------------
+
+
+def test_bench_delegates_to_the_benchmarks(capsys, monkeypatch):
+    calls = []
+
+    class Runner:
+        @staticmethod
+        def main(argv):
+            calls.append(argv)
+            return 0
+
+    monkeypatch.setattr(running, "_benchmarks", lambda: Runner)
+    assert run_cli(capsys, "bench", "--quick")[0] == 0
+    assert run_cli(capsys, "bench", "--target", "all")[0] == 0
+    assert calls == [["run", "--target", "c", "--quick"], ["run", "--target", "all"]]
+
+
+def test_bench_without_a_checkout_is_an_error(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(running, "REPO_ROOT", tmp_path)
+    status, _, err = run_cli(capsys, "bench", "--quick")
+    assert status == 1 and err.count("\n") == 1 and "benchmarks/" in err
+
+
+def test_bench_finds_the_repository_benchmarks():
+    runner = running._benchmarks()
+    assert callable(runner.main) and Path(runner.__file__).resolve() == ROOT / "benchmarks" / "__main__.py"
+
+
 # ----- usage and the command registry ------------------------------------------------------------
 
 
@@ -328,7 +556,7 @@ def test_bad_usage_exits_2(capsys, argv):
 def test_help_lists_the_registered_commands(capsys):
     status, out, _ = run_cli(capsys, "--help")
     assert status == 0
-    assert {"show", "deps"} <= set(REGISTRY)
+    assert {"show", "deps", "schedule", "codegen", "run", "bench"} <= set(REGISTRY)
     for name in REGISTRY:
         assert name in out
 

@@ -53,8 +53,28 @@ def command(name: str, help: str, configure: Configure | None = None) -> Callabl
 
 
 def add_target_argument(parser: argparse.ArgumentParser) -> None:
-    """The ``FILE[::NAME]`` positional shared by the commands that act on one program."""
+    """The ``FILE[::NAME]`` positional shared by the commands that act on one program, with the C
+    frontend's ``-D NAME=VALUE`` (repeatable) and ``--assume COND`` (see :func:`~polyfuse.cli.loading.load`)."""
     parser.add_argument("target", metavar="FILE[::NAME]", help=TARGET_HELP)
+    parser.add_argument(
+        "-D",
+        dest="defines",
+        type=define,
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="C files: define a macro for the preprocessor (repeatable; VALUE defaults to 1)",
+    )
+    parser.add_argument("--assume", metavar="COND", help='C files: a condition on the sizes, e.g. "n >= 1"')
+
+
+def define(text: str) -> tuple[str, str]:
+    """An argparse type for ``-D NAME=VALUE`` (``-D NAME`` means ``NAME=1``, as for a C compiler)."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with NAME a macro name; got {text!r}")
+    return name, value.strip() if sep else "1"
 
 
 def csv_choice(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from polyfuse.cli.commands import add_target_argument, command, csv_choice
-from polyfuse.cli.loading import load_program
+from polyfuse.cli.loading import load
 
 DEP_KINDS = ("flow", "anti", "output")
 DEP_FORMATS = ("text", "json", "dot")
@@ -13,7 +13,7 @@ DEP_FORMATS = ("text", "json", "dot")
 
 @command("show", "print a program: statements, iteration domains, accesses and the source schedule")
 def show(args: argparse.Namespace) -> int:
-    print(load_program(args.target))
+    print(load(args))
     return 0
 
 
@@ -31,7 +31,7 @@ def _deps_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("deps", "print the exact dependences of a program's source order", configure=_deps_arguments)
 def deps(args: argparse.Namespace) -> int:
-    dependences = load_program(args.target).dependences().of_kind(*args.kind)
+    dependences = load(args).dependences().of_kind(*args.kind)
     if args.format == "json":
         print(dependences.to_json())
     elif args.format == "dot":

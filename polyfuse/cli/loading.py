@@ -5,7 +5,8 @@
 * ``kernels.py`` alone returns the one Program the file defines; with none or several it is an error that
   lists the names.
 * ``kernel.c::kernel_gemm`` reads the SCoP of a C function through the C frontend
-  (``polyfuse.frontend.scop_c``) when that module is present.
+  (``polyfuse.frontend.scop_c``) when that module is present; ``-D NAME=VALUE`` and ``--assume COND`` go
+  to it as ``defines=`` and ``assume=`` (and are an error for a ``.py`` file).
 
 Every failure is a :class:`LoadError` (a :class:`~polyfuse.errors.PolyfuseError`) whose first line says
 what went wrong at which ``file:line`` of the user's code; errors polyfuse itself raises while reading the
@@ -20,6 +21,8 @@ import importlib.util
 import os
 import sys
 import traceback
+from argparse import Namespace
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -45,16 +48,27 @@ def split_target(target: str) -> tuple[Path, str | None]:
     return Path(path), name
 
 
-def load_program(target: str) -> Program:
-    """The Program that ``FILE[::NAME]`` names."""
+def load(args: Namespace) -> Program:
+    """The Program of a parsed command line: ``args.target`` with ``args.defines`` and ``args.assume``."""
+    return load_program(args.target, dict(getattr(args, "defines", None) or ()), getattr(args, "assume", None))
+
+
+def load_program(target: str, defines: Mapping[str, object] | None = None, assume: str | None = None) -> Program:
+    """The Program that ``FILE[::NAME]`` names; ``defines`` and ``assume`` apply to C files only."""
     path, name = split_target(target)
     if not path.is_file():
         what = "is not a file" if path.exists() else "no such file"
         raise LoadError(f"{path}: {what}")
     if path.suffix == ".c":
-        return _load_c(path, name)
+        return _load_c(path, name, defines, assume)
     if path.suffix != ".py":
         raise LoadError(f"{path}: expected a .py file (or a .c file with a SCoP)")
+    if defines or assume:
+        given = [o for o, v in (("-D", defines), ("--assume", assume)) if v]
+        verb = "applies" if len(given) == 1 else "apply"
+        raise LoadError(
+            f"{path}: {' and '.join(given)} {verb} to C files only (a .py program states its sizes and assumptions itself)"
+        )
     return pick_program(import_file(path), path, name)
 
 
@@ -118,12 +132,12 @@ def pick_program(module: ModuleType, path: Path, name: str | None) -> Program:
     raise LoadError(f"{path}: defines {len(own)} programs; choose one with {path}::NAME, NAME one of: {', '.join(own)}")
 
 
-def _load_c(path: Path, name: str | None) -> Program:
+def _load_c(path: Path, name: str | None, defines: Mapping[str, object] | None, assume: str | None) -> Program:
     # The C frontend is an optional part of an installation: its absence is a one-line user error.
     if importlib.util.find_spec(C_FRONTEND) is None:
         raise LoadError(f"{path}: C files need the C frontend ({C_FRONTEND}), which this polyfuse does not have yet")
     frontend = importlib.import_module(C_FRONTEND)
-    return frontend.from_c(str(path), function=name)
+    return frontend.from_c(str(path), function=name, defines=dict(defines or {}) or None, assume=assume)
 
 
 def _defined_here(found: dict[str, Program], path: Path) -> dict[str, Program]:

@@ -14,12 +14,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from polyfuse.cli import inspection
+from polyfuse.cli import inspection, running, scheduling
 from polyfuse.cli.commands import REGISTRY
 from polyfuse.errors import PolyfuseError
 
 # Command families, in the order their commands appear in --help.
-FAMILIES = (inspection,)
+FAMILIES = (inspection, scheduling, running)
 
 PROG = "polyfuse"
 

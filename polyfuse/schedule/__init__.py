@@ -31,7 +31,7 @@ from polyfuse.schedule.mapping import Mapper, split
 from polyfuse.schedule.model import Schedule
 from polyfuse.schedule.privatize import contract, temporaries
 from polyfuse.schedule.promotion import data_movement
-from polyfuse.schedule.scheduler import FUSION_POLICIES, base_tree, user_tree
+from polyfuse.schedule.scheduler import DEFAULT_ISL_BUDGET, FUSION_POLICIES, IslBudget, base_tree, user_tree
 from polyfuse.schedule.tiling import validate_tile
 from polyfuse.cost.search import Limits, TileSearch  # noqa: E402 (cost/ builds on the modules above)
 from polyfuse.cost.traffic import program_traffic  # noqa: E402
@@ -48,6 +48,7 @@ def schedule(
     schedule: isl.Schedule | isl.UnionMap | str | None = None,
     shared_memory: int = 49152,
     cache_bytes: int = 262144,
+    isl_budget: int | None = DEFAULT_ISL_BUDGET,
 ) -> Schedule:
     """Schedule ``prog`` for ``target`` (``"c"`` or ``"cuda"``).
 
@@ -60,6 +61,8 @@ def schedule(
     bound the tile search. ``schedule``: an explicit schedule (an
     ``isl.Schedule``, an ``isl.UnionMap``, or its text), checked for legality and then tiled and mapped.
     Raises :class:`IllegalTransformError` for an explicit schedule that violates a dependence.
+    ``isl_budget``: isl operations each call of isl's scheduler may take (``None``: unbounded); past it
+    the policy falls back (smart/max -> min -> source order) with a :class:`PolyfuseWarning` and a note.
     """
     if target not in TARGETS:
         raise PolyfuseError(f"unknown target {target!r} for pf.schedule; expected one of {', '.join(TARGETS)}")
@@ -75,15 +78,17 @@ def schedule(
     search = None
     if params is not None and all(p in params for p in prog.params) and tile is not None:
         search = TileSearch(prog, target, params, limits)  # shared by every variant: evaluations are cached
-    best, notes = _best(prog, deps, fusion, schedule, target, label, tile, params, search, limits)
+    budget = IslBudget(isl_budget)
+    best, notes = _best(prog, deps, fusion, schedule, target, label, tile, params, search, limits, budget)
     if schedule is None and fusion == "smart":
-        best, more = _smart_by_traffic(prog, deps, best, target, tile, params, search, limits)
+        best, more = _smart_by_traffic(prog, deps, best, target, tile, params, search, limits, budget)
         notes += more
+    notes = budget.notes + notes
     view = DepView(deps, temporaries(prog), prog.context.get_space(), True)
     return dataclasses.replace(best, decisions=decisions(prog, label, best.kernels, view), notes=tuple(notes))
 
 
-def _best(prog, deps, fusion, schedule, target, label, tile, params, search, limits) -> tuple[Schedule, list[str]]:
+def _best(prog, deps, fusion, schedule, target, label, tile, params, search, limits, budget=None) -> tuple[Schedule, list[str]]:
     """The best legal variant under one policy (see the module docstring) and its tile-search notes."""
     # (relax the temporaries' order in isl's constraints, relax it when flagging parallel loops)
     attempts = [(True, True), (False, True), (False, False)] if schedule is None and fusion != "none" else [(False, True), (False, False)]
@@ -95,7 +100,7 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
             if schedule is not None:
                 base = user_tree(prog, schedule, view)
             else:
-                base = base_tree(prog, fusion, view, relax_isl=relax_isl)
+                base = base_tree(prog, fusion, view, relax_isl=relax_isl, budget=budget)
             sched, log = _finish(prog, base, view, target, label, tile, params, search, limits)
         except IllegalTransformError as e:
             failures.append(e)
@@ -113,17 +118,21 @@ REPRESENTATIVE_SIZE = 1024
 """The size given to every param without a value when ``fusion="smart"`` compares traffic."""
 
 
-def _smart_by_traffic(prog, deps, fused, target, tile, params, search, limits) -> tuple[Schedule, list[str]]:
+def _smart_by_traffic(prog, deps, fused, target, tile, params, search, limits, budget=None) -> tuple[Schedule, list[str]]:
     """``fusion="smart"``, decided by bytes: the parallelism-keeping maximal fusion (isl's clustering)
     against minimal fusion (one loop nest per strongly connected component), compared as whole programs
     by modelled traffic at ``params`` (missing sizes: :data:`REPRESENTATIVE_SIZE`). The fused schedule is
     kept unless the unfused one moves fewer bytes without being less parallel."""
     try:
-        unfused, _ = _best(prog, deps, "min", None, target, "smart", tile, params, search, limits)
+        unfused, _ = _best(prog, deps, "min", None, target, "smart", tile, params, search, limits, budget)
     except IllegalTransformError:
         return fused, []
     if [k.statements for k in unfused.kernels] == [k.statements for k in fused.kernels]:
         return fused, []
+    seq_f = sum(1 for k in fused.kernels if k.parallel_depth == 0)
+    seq_u = sum(1 for k in unfused.kernels if k.parallel_depth == 0)
+    if seq_u > seq_f:
+        return fused, ["fusion='smart': minimal fusion would be less parallel; kept the fused schedule"]
     sizes = {p: int((params or {}).get(p, REPRESENTATIVE_SIZE)) for p in prog.params}
     at = ", ".join(f"{k}={v}" for k, v in sizes.items())
     if any(p not in (params or {}) for p in prog.params):
@@ -133,9 +142,7 @@ def _smart_by_traffic(prog, deps, fused, target, tile, params, search, limits) -
         tu = program_traffic(prog, unfused.tree, unfused.kernels, unfused.contracted, sizes).total_bytes
     except PolyfuseError as e:
         return fused, [f"fusion='smart': traffic not compared ({e}); kept the fused schedule"]
-    seq_f = sum(1 for k in fused.kernels if k.parallel_depth == 0)
-    seq_u = sum(1 for k in unfused.kernels if k.parallel_depth == 0)
-    keep = tf <= tu or seq_u > seq_f
+    keep = tf <= tu
     verdict = "kept the fused schedule" if keep else "fusion loses: kept the unfused schedule"
     note = (f"fusion='smart' by traffic at {at}: fused ({len(fused.kernels)} kernel(s)) {tf} B vs unfused "
             f"({len(unfused.kernels)} kernel(s)) {tu} B: {verdict}")
@@ -156,7 +163,7 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits) -> t
     final = tuple(k.kernel for k in kernels)
     promotion = None
     if target == "cuda" and limits.shared_memory > 0:
-        tree, final, promotion = data_movement(prog, tree, final, privatized, limits.shared_memory)
+        tree, final, promotion = data_movement(prog, tree, final, privatized, limits.shared_memory, params)
     return Schedule(
         program=prog,
         tree=tree,

@@ -48,6 +48,7 @@ from polyfuse.schedule.tiling import tile_band
 from polyfuse.types import i32
 
 DEFAULT_SHARED_BYTES = 48 * 1024
+REPRESENTATIVE_SIZE = 1024  # size of params without a value when counting reuse
 K_TILE = 32
 
 
@@ -60,6 +61,7 @@ def data_movement(
     kernels: tuple[Kernel, ...],
     privatized: Mapping[str, isl.UnionMap],
     budget: int = DEFAULT_SHARED_BYTES,
+    sizes: Mapping[str, int] | None = None,
 ) -> tuple[isl.Schedule, tuple[Kernel, ...], Promotion | None]:
     """The whole pass for a CUDA schedule: reduction tiling (re-checked for legality), then promotion.
 
@@ -74,7 +76,7 @@ def data_movement(
             tree = moved
         except IllegalTransformError:
             pass
-    full, promotion = promote(prog, tree, contracted, budget)
+    full, promotion = promote(prog, tree, contracted, budget, sizes=sizes)
     if promotion is None:
         return tree, kernels, None
     for n, mark in enumerate(_kernel_marks(tree)):
@@ -103,6 +105,10 @@ def restructure(prog: Program, tree: isl.Schedule, contracted: frozenset[str] = 
         rest = point.child(0)
         if not (rest.get_type() == T.band and tile.band_get_permutable() and rest.band_get_permutable()):
             continue
+        if rest.band_n_member() > 1 and _touches_private(prog, rest, contracted):
+            # tiling several members reorders each thread's own instances, which a per-thread register
+            # (contracted temporary, 0-d temporary) may not survive; check_schedule cannot see that
+            continue
         n_thread = point.band_n_member()
         mupa = point.band_get_partial_schedule()
         node = block.delete().delete()  # now at the rest band
@@ -120,6 +126,7 @@ def promote(
     contracted: frozenset[str] = frozenset(),
     budget: int = DEFAULT_SHARED_BYTES,
     registers: bool = True,
+    sizes: Mapping[str, int] | None = None,
 ) -> tuple[isl.Schedule, Promotion | None]:
     """Insert shared-memory and register copies into ``tree`` (steps 2-4 of the module docstring).
 
@@ -137,6 +144,7 @@ def promote(
         if parts is None or not isinstance(kernel, Kernel):
             continue
         work = _KernelWork(prog, kernel, n, contracted, statements)
+        work.sizes = dict(sizes or {})
         if registers:
             tree = work.registers(parts[1])
             parts = _parts(_kernel_mark(tree, n))
@@ -167,6 +175,7 @@ class _KernelWork:
         self.buffers: list[Buffer] = []
         self.barriers: list[str] = []
         self.block_sizes = tuple(reversed(kernel.block))  # outermost member first
+        self.sizes: Mapping[str, int] = {}
 
     def stmt(self, name: str) -> Statement:
         return self.statements.get(name) or self.prog.statement(name)
@@ -316,6 +325,12 @@ class _KernelWork:
     def _reuse(self, names, x, prefix: isl.UnionMap, foot: isl.Map) -> float:
         """Accesses per footprint element in one (the first) tile; 0 when it cannot be counted."""
         try:
+            fixed = isl.Set.universe(self.prog.context.get_space().params())
+            for k, name in enumerate(fixed.get_var_names(isl.dim_type.param)):
+                value = int(self.sizes.get(name, REPRESENTATIVE_SIZE))
+                fixed = fixed.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(fixed.get_ctx(), value))
+            foot = foot.intersect_params(fixed)
+            prefix = prefix.intersect_params(fixed)
             p0 = foot.domain().lexmin()
             if p0.is_empty():
                 return 0.0
@@ -452,6 +467,13 @@ def _parts(mark: isl.ScheduleNode) -> tuple[isl.ScheduleNode, isl.ScheduleNode] 
     if block.child(0).get_type() != T.band:
         return None
     return tile, block
+
+
+def _touches_private(prog: Program, node: isl.ScheduleNode, contracted: frozenset[str]) -> bool:
+    names: list[str] = []
+    node.get_domain().foreach_set(lambda s: names.append(s.get_tuple_name()))
+    arrays = {a.array for n in names for a in prog.statement(n).accesses}
+    return any(x in contracted or (prog.arrays[x].role == "temp" and prog.arrays[x].ndim == 0) for x in arrays if x in prog.arrays)
 
 
 def _ancestor_band(block: isl.ScheduleNode) -> isl.ScheduleNode:

@@ -21,10 +21,13 @@ of the same temporary are local, which is legal once each iteration gets a priva
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass, field
+
 import islpy as isl
 
 from polyfuse.analysis.legality import padded_schedule_map
-from polyfuse.errors import PolyfuseError
+from polyfuse.errors import PolyfuseError, PolyfuseWarning
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T, DepView, annotate, isl_options
 from polyfuse.schedule.mapping import split
@@ -43,21 +46,93 @@ _WHOLE_OUTER = dict(schedule_serialize_sccs=0, schedule_whole_component=1, sched
 
 
 def base_tree(
-    prog: Program, fusion: str, view: DepView, domain: isl.UnionSet | None = None, relax_isl: bool = True
+    prog: Program, fusion: str, view: DepView, domain: isl.UnionSet | None = None, relax_isl: bool = True,
+    budget: IslBudget | None = None,
 ) -> isl.Schedule:
-    """The annotated schedule tree of ``prog`` (or of the statements in ``domain``) under ``fusion``."""
+    """The annotated schedule tree of ``prog`` (or of the statements in ``domain``) under ``fusion``;
+    under a less ambitious policy when isl's scheduler runs out of ``budget`` (see :class:`IslBudget`)."""
     if fusion not in FUSION_POLICIES:
         raise PolyfuseError(f"unknown fusion policy {fusion!r}; expected one of {', '.join(FUSION_POLICIES)}")
-    if fusion == "none":
+    budget = budget if budget is not None else IslBudget()
+    tree = None
+    while fusion != "none" and tree is None:
+        try:
+            tree = isl_tree(prog, fusion, view, domain, relax_isl, budget)
+        except NoIslSchedule as e:
+            fusion = budget.fall_back(fusion, e)
+    if tree is None:
         tree = prog.schedule if domain is None else prog.schedule.intersect_domain(domain)
-    else:
-        tree = isl_tree(prog, fusion, view, domain, relax_isl)
     return annotate(tree.get_root(), view).get_schedule()
 
 
+DEFAULT_ISL_BUDGET = 5_000_000
+"""isl operations one call of isl's scheduler may take (``isl_ctx_set_max_operations``) before polyfuse
+gives up on it and falls back to a less ambitious policy (see :class:`IslBudget`)."""
+
+FALLBACK = {"smart": "min", "max": "min", "min": "none"}
+"""The policy tried when isl's scheduler gives no schedule under a policy (``"none"`` needs no isl)."""
+
+
+class NoIslSchedule(Exception):
+    """isl's scheduler gave no schedule (internal: :func:`base_tree` falls back to a lesser policy)."""
+
+
+class BudgetExhausted(NoIslSchedule):
+    """isl's scheduler ran out of its operation budget."""
+
+
+class SchedulerFailed(NoIslSchedule):
+    """isl's scheduler failed, e.g. "unable to carry dependences" on some quasi-affine dependences."""
+
+
+@dataclass
+class IslBudget:
+    """The operation budget of each isl scheduler call (``None`` or 0: unbounded), and the fallbacks taken.
+
+    A call that runs out (isl fails with ``isl_error_quota``) is abandoned and the policy degrades along
+    :data:`FALLBACK` (smart/max -> min -> source order), with a :class:`PolyfuseWarning` and a note that
+    ``pf.schedule`` puts in ``Schedule.notes``. Compile time is therefore bounded for any program.
+    """
+
+    operations: int | None = DEFAULT_ISL_BUDGET
+    notes: list[str] = field(default_factory=list)
+
+    def compute(self, sc: isl.ScheduleConstraints, options: dict[str, int]) -> isl.Schedule:
+        """``sc.compute_schedule()`` under ``options`` and the budget; raises :class:`BudgetExhausted` or
+        :class:`SchedulerFailed`."""
+        ctx = isl.DEFAULT_CONTEXT
+        saved = ctx.get_max_operations()
+        ctx.set_max_operations(self.operations or 0)
+        ctx.reset_operations()
+        try:
+            with isl_options(**options):
+                return sc.compute_schedule()
+        except isl.Error as e:
+            if "maximal number of operations exceeded" in str(e):
+                raise BudgetExhausted(f"it ran out of its budget of {self.operations} operations") from None
+            raise SchedulerFailed(f"it failed ({str(e).split(' in /')[0].split('failed: ')[-1]})") from None
+        finally:
+            ctx.set_max_operations(saved)
+            ctx.reset_operations()
+
+    def fall_back(self, fusion: str, why: NoIslSchedule) -> str:
+        """Record (warn and note) that isl gave no schedule under ``fusion``; the policy to try instead."""
+        instead = FALLBACK[fusion]
+        what = "source order" if instead == "none" else f"fusion={instead!r}"
+        note = f"isl's scheduler gave no schedule under fusion={fusion!r}: {why}; fell back to {what}"
+        if isinstance(why, BudgetExhausted):
+            note += " (raise isl_budget= to allow more)"
+        if note not in self.notes:
+            self.notes.append(note)
+            warnings.warn(note, PolyfuseWarning, stacklevel=2)
+        return instead
+
+
 def isl_tree(
-    prog: Program, fusion: str, view: DepView, domain: isl.UnionSet | None = None, relax: bool = True
+    prog: Program, fusion: str, view: DepView, domain: isl.UnionSet | None = None, relax: bool = True,
+    budget: IslBudget | None = None,
 ) -> isl.Schedule:
+    budget = budget if budget is not None else IslBudget()
     dom = prog.domains if domain is None else domain
     flow = view.union(("flow",))
     annotate_view = view
@@ -65,18 +140,25 @@ def isl_tree(
         view = DepView(view.deps, view.temps, view.space, privatize=False)
     temp_order = view.union(("anti", "output"), arrays=view.temps)
     validity = flow.union(view.union(("anti", "output"), exclude=view.temps))
-    sc = isl.ScheduleConstraints.on_domain(dom).set_context(prog.context)
+    sc = isl.ScheduleConstraints.on_domain(dom)
     sc = sc.set_validity(validity).set_proximity(flow).set_coincidence(validity)
     if view.privatize and not temp_order.is_empty():
         sc = sc.set_conditional_validity(view.union(("flow",), arrays=view.temps), temp_order)
-    with isl_options(**_OPTIONS[fusion]):
-        tree = sc.compute_schedule()
+    try:
+        tree = budget.compute(sc.set_context(prog.context), _OPTIONS[fusion])
+        sc = sc.set_context(prog.context)
+    except SchedulerFailed:
+        # Given the context, isl can fail to carry quasi-affine dependences it carries without it
+        # ("unable to carry dependences": `A[N-1-i, i%3] = A[i%3, i+1]` with N >= 2). The dependences
+        # already hold the context's constraints, so scheduling without it is as sound.
+        tree = budget.compute(sc, _OPTIONS[fusion])
     if fusion == "smart":
-        tree = _whole_if_fewer_kernels(sc, tree, annotate_view)
+        tree = _whole_if_fewer_kernels(sc, tree, annotate_view, budget)
     return tree
 
 
-def _whole_if_fewer_kernels(sc: isl.ScheduleConstraints, tree: isl.Schedule, view: DepView) -> isl.Schedule:
+def _whole_if_fewer_kernels(sc: isl.ScheduleConstraints, tree: isl.Schedule, view: DepView,
+                            budget: IslBudget | None = None) -> isl.Schedule:
     """``"smart"``: isl's whole-component schedule with a parallel outer loop instead of ``tree`` (from
     incremental clustering) when it gives no more sequential kernels and fewer kernels.
 
@@ -89,8 +171,10 @@ def _whole_if_fewer_kernels(sc: isl.ScheduleConstraints, tree: isl.Schedule, vie
     clustered = _kernel_count(tree, view)
     if clustered[1] <= 1:
         return tree
-    with isl_options(**_WHOLE_OUTER):
-        whole = sc.compute_schedule()
+    try:
+        whole = (budget if budget is not None else IslBudget()).compute(sc, _WHOLE_OUTER)
+    except BudgetExhausted:  # the clustered schedule stands
+        return tree
     return whole if _kernel_count(whole, view) < clustered else tree
 
 

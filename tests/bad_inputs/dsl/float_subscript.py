@@ -1,0 +1,10 @@
+# expect: SourceError: is not an integer
+import polyfuse as pf
+
+N, M = pf.params("N M")
+
+
+@pf.program
+def bad(A: pf.f32[N], B: pf.f32[N]):
+    for i in range(N):
+        B[i * 0.5] = A[i]

@@ -1,0 +1,13 @@
+# expect: SourceError: before any statement writes it
+import polyfuse as pf
+
+N, M = pf.params("N M")
+
+
+@pf.program
+def bad(A: pf.f32[N], B: pf.f32[N]):
+    T = pf.empty((N,), pf.f32)
+    for i in range(1, N):
+        T[i] = A[i]
+    for i in range(N):
+        B[i] = T[i]

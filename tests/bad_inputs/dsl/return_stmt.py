@@ -1,0 +1,9 @@
+# expect: SourceError: return is not allowed
+import polyfuse as pf
+
+N, M = pf.params("N M")
+
+
+@pf.program
+def bad(A: pf.f32[N], B: pf.f32[N]):
+    return A

@@ -1,0 +1,11 @@
+# expect: SourceError: shadows the enclosing loop
+import polyfuse as pf
+
+N, M = pf.params("N M")
+
+
+@pf.program
+def bad(A: pf.f32[N, N], B: pf.f32[N]):
+    for i in range(N):
+        for i in range(N):
+            B[i] = A[i, i]

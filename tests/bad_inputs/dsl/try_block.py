@@ -1,0 +1,12 @@
+# expect: SourceError: a try block is not allowed
+import polyfuse as pf
+
+N, M = pf.params("N M")
+
+
+@pf.program
+def bad(A: pf.f32[N], B: pf.f32[N]):
+    try:
+        B[0] = 1.0
+    except Exception:
+        pass

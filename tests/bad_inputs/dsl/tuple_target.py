@@ -1,0 +1,10 @@
+# expect: SourceError: tuple assignment
+import polyfuse as pf
+
+N, M = pf.params("N M")
+
+
+@pf.program
+def bad(A: pf.f32[N], B: pf.f32[N]):
+    for i in range(N):
+        A[i], B[i] = B[i], A[i]

@@ -1,0 +1,10 @@
+# expect: SourceError: unsupported call `foo(A[i])`
+import polyfuse as pf
+
+N, M = pf.params("N M")
+
+
+@pf.program
+def bad(A: pf.f32[N], B: pf.f32[N]):
+    for i in range(N):
+        B[i] = foo(A[i])

@@ -1,0 +1,11 @@
+# expect: SourceError: a while loop is not allowed
+import polyfuse as pf
+
+N, M = pf.params("N M")
+
+
+@pf.program
+def bad(A: pf.f32[N], B: pf.f32[N]):
+    for i in range(N):
+        while i < 3:
+            B[i] = A[i]
