@@ -34,8 +34,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check polyfuse
 
 # Long property/fuzz tests (marked `slow`). pytest exits 5 when none are collected: not a failure here.
+FUZZ_N ?= 2000
 fuzz: $(STAMP)
-	$(PY) -m pytest -q -m slow || test $$? -eq 5
+	FUZZ_N=$(FUZZ_N) $(PY) -m pytest -q -n 2 -m slow || test $$? -eq 5
 
 bench: $(STAMP)
 	@if [ -f benchmarks/__main__.py ]; then $(PY) -m benchmarks run; \

@@ -4,6 +4,7 @@ The public API (see docs/architecture.md): write a program with ``@pf.program``,
 ``dependences()``, run it with ``pf.reference``, and compile it with ``pf.compile``.
 """
 
+from polyfuse import ops
 from polyfuse.analysis.dependences import Dependence, Dependences
 from polyfuse.codegen import codegen
 from polyfuse.codegen.code import Code
@@ -26,8 +27,6 @@ from polyfuse.ir.program import Access, Array, Program, Statement
 from polyfuse.runtime.reference import reference
 from polyfuse.schedule import schedule
 from polyfuse.types import DType, Param, f32, f64, i32, params
-
-from polyfuse import ops  # noqa: E402,I001  (after Graph: the operators build on it)
 
 __all__ = [
     "Code", "Executable", "Graph", "Tensor", "codegen", "compile", "ops",

@@ -4,6 +4,7 @@ the CPU emulation of ``test_codegen_cuda.py`` (block threads run concurrently be
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -48,8 +49,12 @@ def test_gemm_cuda_has_copies_and_barriers() -> None:
     # the barrier after the copies comes before the compute reading the buffers
     assert code.index("copy_B_shared_k0 */") < code.index("__syncthreads();") < code.index("/* S1 */")
     # coalesced copies: the innermost array index follows threadIdx.x
-    line = next(ln for ln in code.splitlines() if "/* copy_A_shared_k0 */" in ln)
-    assert "C_reg_k0 +=" in code
+    tx = re.search(r"(c\d+) -> threadIdx\.x", code).group(1)
+    for name in ("A", "B"):
+        line = next(ln for ln in code.splitlines() if f"/* copy_{name}_shared_k0 */" in ln)
+        assert re.search(rf"\+ {tx}\)*\];", line), line  # ... * ld + (... + threadIdx.x)]
+    # the accumulator lives in a register: loaded before the k loop, stored after
+    assert "C_reg_k0 = C[" in code and "C_reg_k0 +=" in code and "= C_reg_k0;" in code
 
 
 def test_shared_memory_budget_is_respected() -> None:

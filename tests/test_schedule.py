@@ -98,9 +98,12 @@ def test_add_exp_none_keeps_two_kernels():
 def test_gemm_acc_cuda_2d_grid():
     sched = pf.schedule(K.gemm_acc, target="cuda", params={"N": 1000, "M": 500, "K": 64})
     (k,) = sched.kernels
-    assert len(k.grid) == 2 and k.block == (32, 16)
-    assert k.grid == (16, 63)  # x: ceil(500/32), y: ceil(1000/16)
+    assert len(k.grid) == 2 and len(k.block) == 2
+    # The grid covers the (i, j) space with the chosen blocks: x runs over M = 500, y over N = 1000.
+    assert k.grid == (-(-500 // k.block[0]), -(-1000 // k.block[1]))
     assert sched.contracted == {"acc"}
+    fixed = pf.schedule(K.gemm_acc, target="cuda", tile=(16, 32), params={"N": 1000, "M": 500, "K": 64})
+    assert fixed.kernels[0].block == (32, 16) and fixed.kernels[0].grid == (16, 63)
     names = [n for n, _ in _marks(sched.tree)]
     assert names == [KERNEL_MARK, GRID_MARK, BLOCK_MARK]
 

@@ -63,6 +63,12 @@ class Dependence:
     ``is_reduction`` holds when every access pair is an update of the same array on both ends with the same
     operator: gemm's ``C[i, j] += ...`` chain is one, its ``C[i, j] *= beta`` before it is not. Equality is
     identity (``eq=False``): isl values hash by their text, not by the set they denote.
+
+    ``pieces`` is the same relation as ``relation``, kept as the union of its per-access-pair pieces
+    (not coalesced): the form the scheduler and the legality checks work on. Coalescing fuses a stencil's
+    shifted pieces into one basic map with many constraints (heat-3d: 25), and isl's scheduler builds the
+    constraints of each basic map by Farkas elimination, whose cost grows steeply with that number (one
+    basic map of 25 constraints costs more than 20 of 3).
     """
 
     kind: str
@@ -79,6 +85,7 @@ class Dependence:
     distance_bounds: tuple[tuple[int | None, int | None], ...]
     carried_depths: tuple[int, ...]
     loop_independent: bool
+    pieces: isl.Map | None = None
 
     @property
     def carried_depth(self) -> int | None:
@@ -328,10 +335,10 @@ def _group(tagged: isl.UnionMap, tags: _Tags, context: isl.Set) -> dict[_Key, li
 
 def _make(kind: str, key: _Key, pieces: list[tuple[int, int, isl.Map]], prog: Program, loops: LoopStructure) -> Dependence:
     src, snk, array = key
-    relation = pieces[0][2]
+    union = pieces[0][2]
     for _, _, m in pieces[1:]:
-        relation = relation.union(m)
-    relation = relation.coalesce()
+        union = union.union(m)
+    relation = union.coalesce()
     s, t = prog.statement(src), prog.statement(snk)
     reduction = all(s.accesses[a].kind == "update" and t.accesses[b].kind == "update" and s.op == t.op for a, b, _ in pieces)
     dist: LoopDistance = loops.distance(relation)
@@ -350,6 +357,7 @@ def _make(kind: str, key: _Key, pieces: list[tuple[int, int, isl.Map]], prog: Pr
         distance_bounds=dist.bounds,
         carried_depths=dist.carried_depths,
         loop_independent=dist.loop_independent,
+        pieces=union,
     )
 
 

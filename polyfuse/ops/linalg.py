@@ -10,7 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from polyfuse.errors import PolyfuseError, ShapeError
-from polyfuse.frontend.graph import Graph, Lowering, Tensor, broadcast_shapes, broadcast_subscripts, const, result_dtype, same_size, shape_text
+from polyfuse.frontend.graph import (
+    Graph,
+    Lowering,
+    Tensor,
+    broadcast_shapes,
+    broadcast_subscripts,
+    const,
+    result_dtype,
+    same_size,
+    shape_text,
+)
 from polyfuse.types import SizeExpr
 
 

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 import islpy as isl
 
 from polyfuse.analysis.legality import check_parallel, check_schedule
+from polyfuse.cost.search import Limits, TileSearch  # noqa: E402 (cost/ builds on the modules above)
+from polyfuse.cost.traffic import program_traffic  # noqa: E402
 from polyfuse.errors import IllegalTransformError, PolyfuseError
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView
@@ -33,8 +35,6 @@ from polyfuse.schedule.privatize import contract, temporaries
 from polyfuse.schedule.promotion import data_movement
 from polyfuse.schedule.scheduler import DEFAULT_ISL_BUDGET, FUSION_POLICIES, IslBudget, base_tree, user_tree
 from polyfuse.schedule.tiling import validate_tile
-from polyfuse.cost.search import Limits, TileSearch  # noqa: E402 (cost/ builds on the modules above)
-from polyfuse.cost.traffic import program_traffic  # noqa: E402
 
 TARGETS = ("c", "cuda")
 

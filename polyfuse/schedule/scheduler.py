@@ -29,7 +29,7 @@ import islpy as isl
 from polyfuse.analysis.legality import padded_schedule_map
 from polyfuse.errors import PolyfuseError, PolyfuseWarning
 from polyfuse.ir.program import Program
-from polyfuse.schedule.bands import T, DepView, annotate, isl_options
+from polyfuse.schedule.bands import DepView, T, annotate, isl_options
 from polyfuse.schedule.mapping import split
 
 FUSION_POLICIES = ("none", "min", "max", "smart")

@@ -1,0 +1,11 @@
+// expect: SourceError: break is not allowed
+// function: k
+#define N 64
+void k(int n, double A[N][N], double B[N], double *P, double alpha) {
+  int i, j;
+#pragma scop
+  for (i = 0; i < n; i++) {
+    if (i > 3) break;
+  }
+#pragma endscop
+}

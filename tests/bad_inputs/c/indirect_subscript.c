@@ -1,0 +1,10 @@
+// expect: SourceError: reads an array element
+// function: k
+#define N 64
+void k(int n, double A[N][N], double B[N], double *P, double alpha) {
+  int i, j;
+#pragma scop
+  for (i = 0; i < n; i++)
+    A[i][(int) B[i]] = 1.0;
+#pragma endscop
+}

@@ -1,0 +1,9 @@
+// expect: SourceError: no matching `#pragma endscop`
+// function: k
+#define N 64
+void k(int n, double A[N][N], double B[N], double *P, double alpha) {
+  int i, j;
+#pragma scop
+  for (i = 0; i < n; i++)
+    B[i] = 0.0;
+}

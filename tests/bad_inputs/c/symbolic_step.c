@@ -1,0 +1,10 @@
+// expect: SourceError: is not a constant step
+// function: k
+#define N 64
+void k(int n, double A[N][N], double B[N], double *P, double alpha) {
+  int i, j;
+#pragma scop
+  for (i = 0; i < n; i += n)
+    B[i] = 0.0;
+#pragma endscop
+}

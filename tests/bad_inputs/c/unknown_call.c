@@ -1,0 +1,10 @@
+// expect: SourceError: call to `foo` is not supported
+// function: k
+#define N 64
+void k(int n, double A[N][N], double B[N], double *P, double alpha) {
+  int i, j;
+#pragma scop
+  for (i = 0; i < n; i++)
+    B[i] = foo(A[i][i]);
+#pragma endscop
+}
