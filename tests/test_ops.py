@@ -137,13 +137,9 @@ def test_conv2d_symbolic_sizes_with_padding() -> None:
     np.testing.assert_allclose(y, _np_conv(xv.astype(np.float64), wv, None, 1, 1), rtol=1e-4, atol=1e-4)
 
 
-# attention: its whole-component schedule at these tiny sizes has a one-iteration parallel loop, which the
-# C printer drops, putting `#pragma omp parallel for` on the next (sequential) loop: a race (codegen/c.py;
-# passes with OMP_NUM_THREADS=1). Reported to the lead; remove the mark once the printer is fixed.
-_C_PRAGMA_BUG = pytest.mark.xfail(reason="C printer: omp pragma on a sequential loop when the parallel loop is degenerate", strict=False)
 
 
-@pytest.mark.parametrize("w", [pytest.param(w, marks=_C_PRAGMA_BUG) if w.name == "attention" else w for w in WORKLOADS],
+@pytest.mark.parametrize("w", WORKLOADS,
                          ids=lambda w: w.name)
 def test_workload_matches_numpy(w) -> None:
     prog = w.program()

@@ -113,7 +113,7 @@ def build_ast(
         return node.set_annotation(isl.Id(call.statement.name, user=call))
 
     with _atomic_upper_bounds(params.get_ctx()):
-        build = isl.AstBuild.from_context(params).set_iterators(_iterator_names(program, table))
+        build = isl.AstBuild.from_context(params).set_iterators(_iterator_id_list(iterator_names(program, table)))
         build, handle = build.set_at_each_domain(at_each_domain)
         try:
             tree = build.node_from_schedule(schedule)
@@ -125,20 +125,50 @@ def build_ast(
     return tree
 
 
-def _iterator_names(program: Program, table: Mapping[str, Statement], count: int = 64) -> isl.IdList:
-    """Names for the AST's loop iterators (``c0, c1, ...``), skipping any the program already uses for an
-    array, scalar or size, so that printed loops never shadow a program name (PolyBench's deriche has
-    scalars ``c1`` and ``c2``)."""
+def iterator_names(program: Program, statements: Mapping[str, Statement] | None = None, count: int = 64) -> list[str]:
+    """Names of the AST's loop iterators by schedule depth (``c0, c1, ...``), skipping any the program
+    already uses for an array, scalar or size, so that printed loops never shadow a program name
+    (PolyBench's deriche has scalars ``c1`` and ``c2``). The loop of schedule dimension ``d`` is named
+    ``iterator_names(...)[d]``."""
     taken = set(program.arrays) | set(program.scalars) | set(program.params)
-    for stmt in table.values():
+    for stmt in (statements or {s.name: s for s in program.statements}).values():
         taken.update(a.array for a in stmt.accesses)
-    ids = isl.IdList.alloc(isl.DEFAULT_CONTEXT, count)
+    names: list[str] = []
     k = 0
-    while ids.n_id() < count:
+    while len(names) < count:
         if f"c{k}" not in taken:
-            ids = ids.add(isl.Id(f"c{k}"))
+            names.append(f"c{k}")
         k += 1
+    return names
+
+
+def _iterator_id_list(names: list[str]) -> isl.IdList:
+    ids = isl.IdList.alloc(isl.DEFAULT_CONTEXT, len(names))
+    for n in names:
+        ids = ids.add(isl.Id(n))
     return ids
+
+
+def with_mark_depths(schedule: isl.Schedule, mark: str) -> isl.Schedule:
+    """``schedule`` with every mark named ``mark`` re-created with its schedule depth (the number of
+    schedule dimensions above it) as the Id's user object, so that a printer can tell whether the first
+    loop below the mark in the AST is the marked band's own loop, or whether isl elided that loop (a
+    single iteration at these sizes) and the loop found is a deeper one."""
+    failures: list[BaseException] = []
+
+    def visit(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        try:
+            if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == mark:
+                depth = node.get_schedule_depth()
+                return node.delete().insert_mark(isl.Id(mark, user=depth))
+        except Exception as e:  # noqa: BLE001 - re-raised after isl returns (see build_ast)
+            failures.append(e)
+        return node
+
+    out = schedule.map_schedule_node_bottom_up(visit)
+    if failures:
+        raise CodegenError(f"cannot annotate the {mark!r} marks: {failures[0]}") from failures[0]
+    return out
 
 
 def _statement_call(node: isl.AstNode, build: isl.AstBuild, table: Mapping[str, Statement]) -> StatementCall:

@@ -27,7 +27,16 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
-from polyfuse.codegen.ast import C_HELPERS, CDialect, StatementCall, build_ast, expr_to_text, statement_call
+from polyfuse.codegen.ast import (
+    C_HELPERS,
+    CDialect,
+    StatementCall,
+    build_ast,
+    expr_to_text,
+    iterator_names,
+    statement_call,
+    with_mark_depths,
+)
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
@@ -121,10 +130,12 @@ class _CPrinter:
         self.buffered_temps = tuple(n for n, a in arrays.items() if a.role == "temp" and n not in self.local_scalars)
         self.dialect = FlatCDialect(dict(arrays), self.local_scalars)
         context = _params_context(self.program, sched.params)
-        self.ast = build_ast(self.program, sched.tree, context=context)
+        # Parallel marks carry their schedule depth, so the printer can recognise the marked loop by name.
+        self.ast = build_ast(self.program, with_mark_depths(sched.tree, PARALLEL_MARK), context=context)
+        self.iterators = iterator_names(self.program)
         self.usage = _Usage()
         self._loop_counter = 0
-        self._scan(self.ast, None, False)
+        self._scan(self.ast, None, None)
         self.function_scalars = self._function_scope_scalars()
 
     # ----- whole translation unit ---------------------------------------------------------------
@@ -134,7 +145,7 @@ class _CPrinter:
         params = ",\n".join(INDENT + self._declare_argument(a) for a in signature)
         body: list[str] = [INDENT + self._declare_local(n) for n in sorted(self.function_scalars)]
         self._loop_counter = 0
-        body += self._node(self.ast, 1, False)
+        body += self._node(self.ast, 1, None)
         text = "\n".join([
             *self._header(),
             "#include <math.h>",
@@ -185,15 +196,18 @@ class _CPrinter:
         return f"{self.program.arrays[name].dtype.c_name} {name};"
 
     # ----- where local scalars live -------------------------------------------------------------
-    def _scan(self, node: isl.AstNode, loop: int | None, parallel: bool) -> None:
-        """Record, for each local scalar, the parallel loops (or none) its statements run in."""
+    def _scan(self, node: isl.AstNode, loop: int | None, parallel: str | None) -> None:
+        """Record, for each local scalar, the parallel loops (or none) its statements run in.
+
+        ``parallel`` is the iterator name of the loop a ``parallel`` mark above asks to parallelise.
+        """
         t = node.get_type()
         if t == isl.ast_node_type.for_:
-            if parallel and loop is None:
+            if self._is_parallel_loop(node, parallel) and loop is None:
                 loop = self._loop_counter
                 self._loop_counter += 1
                 self.usage.per_loop[loop] = set()
-            self._scan(node.for_get_body(), loop, False)
+            self._scan(node.for_get_body(), loop, None)
         elif t == isl.ast_node_type.block:
             for child in _children(node):
                 self._scan(child, loop, parallel)
@@ -202,8 +216,7 @@ class _CPrinter:
             if node.if_has_else_node():
                 self._scan(node.if_get_else_node(), loop, parallel)
         elif t == isl.ast_node_type.mark:
-            is_parallel = node.mark_get_id().get_name() == PARALLEL_MARK
-            self._scan(node.mark_get_node(), loop, parallel or (is_parallel and loop is None))
+            self._scan(node.mark_get_node(), loop, self._parallel_below(node, parallel) if loop is None else None)
         elif t == isl.ast_node_type.user:
             used = {a.array for a in statement_call(node).statement.accesses if a.array in self.local_scalars}
             (self.usage.per_loop[loop] if loop is not None else self.usage.outside).update(used)
@@ -218,7 +231,24 @@ class _CPrinter:
         return out
 
     # ----- statements and control flow ----------------------------------------------------------
-    def _node(self, node: isl.AstNode, depth: int, parallel: bool) -> list[str]:
+    def _parallel_below(self, mark: isl.AstNode, parallel: str | None) -> str | None:
+        """The iterator of the loop a ``parallel`` mark designates (see :func:`with_mark_depths`)."""
+        ident = mark.mark_get_id()
+        if ident.get_name() != PARALLEL_MARK:
+            return parallel
+        depth = ident.user
+        return self.iterators[depth] if isinstance(depth, int) else None
+
+    def _is_parallel_loop(self, node: isl.AstNode, parallel: str | None) -> bool:
+        """Whether ``node`` is the marked parallel loop itself. When isl elided that loop (one iteration at
+        these sizes), the first loop below the mark is a deeper, possibly sequential one: not parallel."""
+        return (
+            parallel is not None
+            and not node.for_is_degenerate()
+            and node.for_get_iterator().get_id().get_name() == parallel
+        )
+
+    def _node(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str]:
         t = node.get_type()
         pad = INDENT * depth
         if t == isl.ast_node_type.for_:
@@ -236,24 +266,24 @@ class _CPrinter:
             return [pad + self._statement(statement_call(node))]
         raise CodegenError(f"unexpected isl AST node: {node.to_C_str()}")
 
-    def _mark(self, node: isl.AstNode, depth: int, parallel: bool) -> list[str]:
+    def _mark(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str]:
         ident = node.mark_get_id()
         name = ident.get_name()
         if name == KERNEL_MARK:
             kernel = ident.user
             label = f"kernel {kernel.name}: {', '.join(kernel.statements)}" if isinstance(kernel, Kernel) else "kernel"
             pad = INDENT * depth
-            return [f"{pad}/* {label} */", f"{pad}{{", *self._node(node.mark_get_node(), depth + 1, False), f"{pad}}}"]
-        return self._node(node.mark_get_node(), depth, parallel or name == PARALLEL_MARK)
+            return [f"{pad}/* {label} */", f"{pad}{{", *self._node(node.mark_get_node(), depth + 1, None), f"{pad}}}"]
+        return self._node(node.mark_get_node(), depth, self._parallel_below(node, parallel))
 
-    def _for(self, node: isl.AstNode, depth: int, parallel: bool) -> list[str]:
+    def _for(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str]:
         pad = INDENT * depth
         it = self._index(node.for_get_iterator())
         init = self._index(node.for_get_init())
         body_depth = depth + 1
         lines: list[str] = []
         private: list[str] = []
-        if parallel:
+        if self._is_parallel_loop(node, parallel):
             loop = self._loop_counter
             self._loop_counter += 1
             private = sorted(self.usage.per_loop.get(loop, set()) - self.function_scalars)
@@ -266,7 +296,7 @@ class _CPrinter:
             inc = self._index(node.for_get_inc())
             lines.append(f"{pad}for ({INDEX_TYPE} {it} = {init}; {cond}; {it} += {inc}) {{")
         lines += [INDENT * body_depth + self._declare_local(n) for n in private]
-        lines += self._node(node.for_get_body(), body_depth, False)
+        lines += self._node(node.for_get_body(), body_depth, None)
         lines.append(f"{pad}}}")
         return lines
 

@@ -183,6 +183,7 @@ class ProgramBuilder:
             context = context & self.param_scope().var(p).ge_set(self.param_scope().const(0))
         if assume is not None:
             context = context & assume
+        context = context.params()
         if context.is_empty():
             raise SourceError("the assumed constraints on the sizes can never hold", filename=self.filename, line=self.line)
         stmts = tuple(

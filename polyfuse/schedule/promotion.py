@@ -383,6 +383,8 @@ class _KernelWork:
             qx = q.intersect_domain(users)
             if qx.is_injective():
                 continue  # one access per thread iteration: nothing to keep in a register
+            if self._several_elements(names, x):
+                continue  # some instance touches two elements (a stencil): cheap to see, costly for isl below
             foot = qx.reverse().apply_range(acc)
             if not foot.is_single_valued():
                 continue
@@ -401,6 +403,17 @@ class _KernelWork:
                 store = self._name(f"store_{reg}")
                 node = node.graft_after(_root(self._reg_copy(store, fmap, reg, x, arr.dtype, into_register=False)))
         return node.get_schedule()
+
+    def _several_elements(self, names: Sequence[str], x: str) -> bool:
+        """Whether some instance of ``names`` touches two different elements of ``x`` (two accesses of one
+        statement whose functions differ on its domain): then no thread iteration touches a single element."""
+        for nm in names:
+            st = self.stmt(nm)
+            rels = [a.relation.intersect_domain(st.domain).intersect_params(self.prog.context)
+                    for a in st.accesses if a.array == x]
+            if any(not r.is_equal(rels[0]) for r in rels[1:]):
+                return True
+        return False
 
     def _reg_copy(self, name: str, fmap: isl.Map, reg: str, x: str, dtype, into_register: bool) -> isl.ScheduleNode:
         dom = fmap.domain().set_tuple_name(name)
