@@ -157,3 +157,30 @@ def test_sequential_schedule_names_a_dependence(name):
         return
     text = sched.explain().lower()
     assert "depend" in text or re.search(r"\b(flow|anti|output)\b", text), f"{name}: no parallel loop and explain() names no dependence:\n{sched.explain()}"
+
+
+def test_cuda_code_of_every_kernel_compiles_with_nvcc(tmp_path) -> None:
+    """The CUDA code of all 30 kernels (fusion smart and none) compiles with nvcc for sm_90, in one batch."""
+    import shutil
+    import subprocess
+
+    from polyfuse.codegen.cuda import generate_cuda
+    from tests.test_codegen_cuda import _unit
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    variants = []
+    for name in NAMES:
+        prog = parsed(name)
+        for policy in ("smart", "none"):
+            tag = f"{re.sub(r'[^A-Za-z0-9]', '_', name)}_{policy}"
+            variants.append((tag, generate_cuda(pf.schedule(prog, target="cuda", fusion=policy)).text))
+    src = tmp_path / "polybench.cu"
+    src.write_text(_unit(variants))
+    out = subprocess.run([nvcc, "-arch=sm_90", "-ptx", "-o", str(tmp_path / "polybench.ptx"), str(src)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-4000:]
+    ptx = (tmp_path / "polybench.ptx").read_text()
+    for tag, _ in variants:
+        assert f".entry {tag}_" in ptx, f"no kernel of {tag} in the PTX"

@@ -23,11 +23,16 @@ default 32s (two sweeps over the members).
 
 Ties are broken towards the larger tile (fewer, fuller blocks), then towards the default. Without params
 the fixed defaults of ``tiling.py`` are kept (the mapper does not call the search).
+
+Every feasible shape evaluated for a band is kept in ``TileSearch.ranked``, best first, so autotuning
+(``pf.compile(..., tune=K)``, ``runtime/tuning.py``) can time the model's K best: :func:`ranked_tiles`
+turns those rankings into whole-program tile specifications.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import islpy as isl
@@ -86,7 +91,9 @@ def _ceil_pow2(n: int) -> int:
 class TileSearch:
     """The mapper's ``choose`` callback: ``(band node, n_parallel, default sizes) -> sizes``.
 
-    ``log`` collects one line per kernel band searched (``Schedule.notes`` shows them)."""
+    ``log`` collects one line per kernel band searched (``Schedule.notes`` shows them); ``ranked`` maps the
+    statements of each band searched to its feasible candidates, best first (``ranked[...][0]`` is the
+    shape chosen)."""
 
     def __init__(self, prog: Program, target: str, params: Mapping[str, int], limits: Limits = Limits()) -> None:
         self.prog = prog
@@ -98,17 +105,20 @@ class TileSearch:
         self.log: list[str] = []
         self._counts: dict[tuple, tuple] = {}
         self._sizes: dict[str, int] = {}
+        self.ranked: dict[frozenset[str], tuple[Candidate, ...]] = {}
 
     def __call__(self, node: isl.ScheduleNode, n_par: int, default: tuple[int, ...]) -> tuple[int, ...]:
         if any(p not in self.params for p in self.prog.params) or not default:
             return default
         extents = [self._extent(node, k) for k in range(node.band_n_member())]
         if self.target == "cuda":
-            best = self._cuda(node, len(default), extents)
+            ranked = self._cuda(node, len(default), extents)
         else:
-            best = self._c(node, default, extents, n_par)
-        if best is None:
+            ranked = self._c(node, default, extents, n_par)
+        if not ranked:
             return default
+        best = ranked[0]
+        self.ranked[frozenset(self._statements(node))] = tuple(ranked)
         self.log.append(f"tile search for {', '.join(self._statements(node))}: chose {best.describe()}")
         return best.sizes
 
@@ -208,9 +218,13 @@ class TileSearch:
     # -- the two searches -----------------------------------------------------------------------------
 
     def _pick(self, cands: list[Candidate], default: tuple[int, ...], need_blocks: int) -> Candidate | None:
+        ranked = self._rank(cands, default, need_blocks)
+        return ranked[0] if ranked else None
+
+    @staticmethod
+    def _rank(cands: list[Candidate], default: tuple[int, ...], need_blocks: int) -> list[Candidate]:
+        """The feasible candidates, best first."""
         ok = [c for c in cands if c.feasible]
-        if not ok:
-            return None
 
         def key(c: Candidate):
             size = 1
@@ -218,9 +232,9 @@ class TileSearch:
                 size *= s
             return (max(0, need_blocks - c.blocks), c.traffic_bytes, -size, c.sizes != default)
 
-        return min(ok, key=key)
+        return sorted(ok, key=key)
 
-    def _cuda(self, node: isl.ScheduleNode, n: int, extents: list[int]) -> Candidate | None:
+    def _cuda(self, node: isl.ScheduleNode, n: int, extents: list[int]) -> list[Candidate]:
         ext = [e or 1024 for e in extents[:n]]
         x_opts = [s for s in _pow2_upto(1024, 32)] if ext[-1] >= 32 else [_ceil_pow2(ext[-1])]
         outer_opts = [[s for s in _pow2_upto(min(1024, _ceil_pow2(e)))] for e in ext[:-1]]
@@ -240,9 +254,9 @@ class TileSearch:
         min_threads = min(32, _prod(_ceil_pow2(e) for e in ext))
         cands = [self.evaluate(node, sh, extents) for sh in sorted(shapes) if _prod(sh) >= min_threads]
         default = (256,) if n == 1 else (16, 32)[:n]
-        return self._pick(cands, default, self.limits.sms)
+        return self._rank(cands, default, self.limits.sms)
 
-    def _c(self, node: isl.ScheduleNode, default: tuple[int, ...], extents: list[int], n_par: int) -> Candidate | None:
+    def _c(self, node: isl.ScheduleNode, default: tuple[int, ...], extents: list[int], n_par: int) -> list[Candidate]:
         n = len(default) if node.band_get_permutable() else 1
         opts = [[s for s in _pow2_upto(256, 8) if s < 2 * max(e, 1)] or [8] for e in extents[:n]]
         current = list(default[:n])
@@ -261,11 +275,28 @@ class TileSearch:
                 best = self._pick(cands, tuple(current), need)
                 if best is not None:
                     current[k] = best.sizes[k]
-        best = self._pick(list(seen.values()), tuple(default[:n]), need)
-        if best is None:
-            return None
-        return Candidate(best.sizes + tuple(default[n:]), best.traffic_bytes, best.blocks, best.threads,
-                         best.staged_bytes, best.feasible)
+        return [dataclasses.replace(c, sizes=c.sizes + tuple(default[n:]))
+                for c in self._rank(list(seen.values()), tuple(default[:n]), need)]
+
+
+def ranked_tiles(search: TileSearch, kernels: Iterable[tuple[str, ...]], k: int) -> list[dict[str, tuple[int, ...]]]:
+    """The model's ``k`` best whole-program tile specifications (``pf.schedule(tile=...)`` dicts), best first.
+
+    ``kernels`` are the statements of each kernel of the schedule ``search`` served. Candidate ``j`` gives
+    every searched kernel its ``j``-th best shape (its last one when it has fewer), so candidate 0 is the
+    model's own choice; duplicates are dropped, so fewer than ``k`` may come back. Kernels the search did
+    not rank are left out of the dicts (they keep ``"auto"``).
+    """
+    rankings = [(stmts, search.ranked[frozenset(stmts)]) for stmts in kernels if frozenset(stmts) in search.ranked]
+    depth = max((len(r) for _, r in rankings), default=1)
+    out: list[dict[str, tuple[int, ...]]] = []
+    for j in range(depth):
+        spec = {s: r[min(j, len(r) - 1)].sizes for stmts, r in rankings for s in stmts}
+        if spec not in out:
+            out.append(spec)
+        if len(out) == k:
+            break
+    return out
 
 
 def _prod(values) -> int:

@@ -15,7 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from polyfuse.errors import PolyfuseError, ShapeError
-from polyfuse.frontend.graph import Lowering, Tensor, const, result_dtype, same_size, shape_text
+from polyfuse.frontend.formula import const
+from polyfuse.frontend.graph import Tensor, result_dtype
+from polyfuse.frontend.lowering import Lowering
+from polyfuse.frontend.shapes import same_size, shape_text
 from polyfuse.ir.printer import format_size
 from polyfuse.types import SizeExpr
 

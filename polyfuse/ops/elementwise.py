@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from polyfuse.frontend.graph import Tensor, binary, const, elementwise, unary
+from polyfuse.frontend.formula import binary, const, unary
+from polyfuse.frontend.graph import Tensor, elementwise
 
 
 def add(a: Any, b: Any) -> Tensor:

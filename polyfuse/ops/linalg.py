@@ -10,17 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from polyfuse.errors import PolyfuseError, ShapeError
-from polyfuse.frontend.graph import (
-    Graph,
-    Lowering,
-    Tensor,
-    broadcast_shapes,
-    broadcast_subscripts,
-    const,
-    result_dtype,
-    same_size,
-    shape_text,
-)
+from polyfuse.frontend.formula import const
+from polyfuse.frontend.graph import Graph, Tensor, result_dtype
+from polyfuse.frontend.lowering import Lowering
+from polyfuse.frontend.shapes import broadcast_shapes, broadcast_subscripts, same_size, shape_text
 from polyfuse.types import SizeExpr
 
 

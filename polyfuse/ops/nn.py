@@ -11,18 +11,10 @@ import math
 from collections.abc import Callable
 
 from polyfuse.errors import ShapeError
-from polyfuse.frontend.graph import (
-    Lowering,
-    Tensor,
-    Val,
-    binary,
-    const,
-    elementwise,
-    normalize_axes,
-    same_size,
-    shape_text,
-    unary,
-)
+from polyfuse.frontend.formula import Val, binary, const, unary
+from polyfuse.frontend.graph import Tensor, elementwise
+from polyfuse.frontend.lowering import Lowering
+from polyfuse.frontend.shapes import normalize_axes, same_size, shape_text
 
 GELU_C = math.sqrt(2.0 / math.pi)
 

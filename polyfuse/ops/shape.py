@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from polyfuse.errors import ShapeError
-from polyfuse.frontend.graph import Lowering, Tensor, shape_text
+from polyfuse.frontend.graph import Tensor
+from polyfuse.frontend.lowering import Lowering
+from polyfuse.frontend.shapes import shape_text
 
 
 def transpose(x: Tensor, axes: Sequence[int] | None = None) -> Tensor:

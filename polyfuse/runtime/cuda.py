@@ -55,6 +55,29 @@ def available() -> bool:
     return _device_status() == ""
 
 
+def unavailable_reason() -> str:
+    """Why this runtime cannot be used here ("no pycuda", "no CUDA device ..."), or "" when it can."""
+    return _device_status()
+
+
+def device_name() -> str:
+    """The current device's name and compute capability (part of the autotuning cache key)."""
+    _require()
+    import pycuda.driver as drv
+
+    dev = drv.Context.get_device()
+    major, minor = dev.compute_capability()
+    return f"{dev.name()} (sm_{major}{minor})"
+
+
+def to_device(a: np.ndarray) -> Any:
+    """A device copy of ``a`` (a pycuda GPUArray: usable in place as an argument of a loaded program)."""
+    _require()
+    import pycuda.gpuarray as gpuarray
+
+    return gpuarray.to_gpu(np.ascontiguousarray(a))
+
+
 def _require() -> None:
     status = _device_status()
     if status:

@@ -31,8 +31,8 @@ from polyfuse.schedule.deps import dependences_of
 from polyfuse.schedule.explain import decisions
 from polyfuse.schedule.mapping import Mapper, split
 from polyfuse.schedule.model import Schedule
+from polyfuse.schedule.movement import data_movement
 from polyfuse.schedule.privatize import contract, temporaries
-from polyfuse.schedule.promotion import data_movement
 from polyfuse.schedule.scheduler import DEFAULT_ISL_BUDGET, FUSION_POLICIES, IslBudget, base_tree, user_tree
 from polyfuse.schedule.tiling import validate_tile
 
@@ -49,6 +49,7 @@ def schedule(
     shared_memory: int = 49152,
     cache_bytes: int = 262144,
     isl_budget: int | None = DEFAULT_ISL_BUDGET,
+    tile_search: TileSearch | None = None,
 ) -> Schedule:
     """Schedule ``prog`` for ``target`` (``"c"`` or ``"cuda"``).
 
@@ -63,6 +64,8 @@ def schedule(
     Raises :class:`IllegalTransformError` for an explicit schedule that violates a dependence.
     ``isl_budget``: isl operations each call of isl's scheduler may take (``None``: unbounded); past it
     the policy falls back (smart/max -> min -> source order) with a :class:`PolyfuseWarning` and a note.
+    ``tile_search``: the :class:`TileSearch` to use for ``"auto"`` tiles (made here when ``None``); the
+    autotuner passes its own to read the ranked candidates afterwards.
     """
     if target not in TARGETS:
         raise PolyfuseError(f"unknown target {target!r} for pf.schedule; expected one of {', '.join(TARGETS)}")
@@ -77,7 +80,7 @@ def schedule(
     limits = Limits(shared_memory=shared_memory, cache_bytes=cache_bytes)
     search = None
     if params is not None and all(p in params for p in prog.params) and tile is not None:
-        search = TileSearch(prog, target, params, limits)  # shared by every variant: evaluations are cached
+        search = tile_search or TileSearch(prog, target, params, limits)  # shared by every variant: evaluations are cached
     budget = IslBudget(isl_budget)
     best, notes = _best(prog, deps, fusion, schedule, target, label, tile, params, search, limits, budget)
     if schedule is None and fusion == "smart":
