@@ -12,6 +12,10 @@ next; :class:`Compiled` holds every stage's value so each can be printed on its 
 An :class:`Executable` runs the pipeline once per distinct set of sizes (sizes are inferred from the
 arguments at call time, or given up front with ``params=``), so schedules and tile choices may depend on the
 sizes; compiled shared libraries are also cached on disk, so a second process pays no compiler run.
+
+With ``tune=K`` (autotuning, :mod:`polyfuse.runtime.tuning`) each specialisation's schedule stage is
+replaced by a choice among the traffic model's K best tile shapes, each built and timed on the device;
+the winner is cached on disk per program, sizes, device and K.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from polyfuse.codegen import codegen
 from polyfuse.codegen.code import Code
 from polyfuse.errors import CodegenError, PolyfuseError, RuntimeUnavailable
 from polyfuse.ir.program import Program
-from polyfuse.runtime import cpu
+from polyfuse.runtime import cpu, tuning
 from polyfuse.runtime.args import Bound, bind
 from polyfuse.schedule import schedule as schedule_program
 from polyfuse.schedule.model import Schedule
@@ -111,10 +115,11 @@ class Executable:
     of the most recent call, else of a symbolic (size-generic) compilation made on first access.
     """
 
-    def __init__(self, program: Program, target: str, options: Mapping[str, Any]) -> None:
+    def __init__(self, program: Program, target: str, options: Mapping[str, Any], tune: int = 0) -> None:
         self.program = program
         self.target = target
         self.options = {k: v for k, v in options.items() if k != "params"}
+        self.tune = tune
         self._specialisations: dict[tuple[tuple[str, int], ...], tuple[Compiled, dict[str, np.ndarray]]] = {}
         self._latest: Compiled | None = None
         params = options.get("params")
@@ -150,13 +155,19 @@ class Executable:
         key = tuple(sorted((k, int(v)) for k, v in sizes.items()))
         entry = self._specialisations.get(key)
         if entry is None:
-            compiled = run_pipeline(self.program, self.target, self.options, dict(key))
+            compiled = self._build(dict(key))
             temporaries = {
                 name: np.empty(self.program.arrays[name].concrete_shape(dict(key)), self.program.arrays[name].dtype.numpy)
                 for name in compiled.code.temporaries
             }
             entry = self._specialisations[key] = (compiled, temporaries)
         return entry
+
+    def _build(self, sizes: Mapping[str, int]) -> Compiled:
+        if not self.tune:
+            return run_pipeline(self.program, self.target, self.options, sizes)
+        return tuning.tune(self.program, self.target, self.options, sizes, self.tune,
+                           build=lambda options: run_pipeline(self.program, self.target, options, sizes))
 
     def _values(self, code: Code, bound: Bound, temporaries: Mapping[str, np.ndarray]) -> list[Any]:
         out: list[Any] = []
@@ -177,15 +188,28 @@ class Executable:
         return f"<pf.Executable {self.program.name} target={self.target} specialisations={len(self._specialisations)}>"
 
 
-def compile(program: Program, target: str = "auto", **schedule_options: Any) -> Executable:  # noqa: A001
+def compile(program: Program, target: str = "auto", tune: int | None = None, **schedule_options: Any) -> Executable:  # noqa: A001
     """Compile ``program`` for ``target`` (``"c"``, ``"cuda"`` or ``"auto"``).
 
     ``schedule_options`` are those of :func:`polyfuse.schedule.schedule`: ``fusion``, ``tile``, ``schedule``
     and ``params`` (sizes to specialise for now; without them each call's sizes are specialised on first use).
+
+    ``tune=K`` (an int >= 1; ``None`` or 0: off) autotunes: for each specialisation (at ``params`` now, or at
+    each call's sizes on first use) the traffic model's K best tile choices are built and timed on the
+    device and the fastest kept, cached on disk per program, sizes, device and K (a later compile with the
+    same key times nothing). Tuning replaces ``tile`` (leave it ``"auto"``). CUDA needs a usable GPU
+    (:class:`RuntimeUnavailable` otherwise); on C the candidates are timed on the CPU. ``"auto"`` resolves
+    first, so without a GPU it tunes the C code.
     """
     if not isinstance(program, Program):
         raise PolyfuseError(f"pf.compile expects a pf.Program (a @pf.program function), got {type(program).__name__}")
     unknown = set(schedule_options) - set(SCHEDULE_OPTIONS)
     if unknown:
         raise PolyfuseError(f"unknown option(s) {', '.join(sorted(unknown))} for pf.compile: expected {', '.join(SCHEDULE_OPTIONS)}")
-    return Executable(program, resolve_target(target), schedule_options)
+    k = tuning.check_tune(tune)
+    resolved = resolve_target(target)
+    if k:
+        if schedule_options.get("tile", "auto") != "auto":
+            raise PolyfuseError(f"tune={k} chooses the tile sizes itself: leave tile='auto' (got tile={schedule_options['tile']!r})")
+        tuning.require_device(resolved)
+    return Executable(program, resolved, schedule_options, k)

@@ -45,6 +45,7 @@ import numpy as np
 
 from polyfuse.cost.search import Limits, TileSearch, ranked_tiles
 from polyfuse.errors import PolyfuseError, RuntimeUnavailable
+from polyfuse.ir.printer import format_size, format_statement
 from polyfuse.ir.program import Program
 from polyfuse.runtime import cpu
 from polyfuse.runtime.cache import cache_dir, cache_key
@@ -96,8 +97,22 @@ def require_device(target: str) -> None:
 
 
 def fingerprint(program: Program) -> str:
-    """sha256 of the program's printed form (statements, domains, accesses, arrays)."""
-    return hashlib.sha256(str(program).encode()).hexdigest()
+    """sha256 of the program's printed form (as ``str(program)`` lays it out), with every isl set and map
+    printed after ``coalesce().remove_redundancies()``: isl simplifies its objects in place as they are
+    used, so the plain printed form of a program changes once it has been scheduled."""
+    lines = [f"program {program.name}({', '.join(program.arguments)}) [{program.filename}:{program.line}]",
+             f"params: {', '.join(program.params)}", f"context: {_canonical(program.context)}"]
+    lines += [f"array {a.name} {a.dtype.name}[{', '.join(map(format_size, a.shape))}] {a.role}" for a in program.arrays.values()]
+    lines += [f"scalar {name} {dtype.name}" for name, dtype in program.scalars.items()]
+    for st in program.statements:
+        lines += [f"{format_statement(st)} (line {st.line})", f"domain {_canonical(st.domain)}"]
+        lines += [f"{a.kind} {_canonical(a.relation)}" for a in st.accesses]
+    lines.append(f"source schedule {_canonical(program.schedule.get_map())}")
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def _canonical(obj: Any) -> str:
+    return str(obj.coalesce().remove_redundancies())
 
 
 def device_name(target: str) -> str:
@@ -115,7 +130,8 @@ def device_name(target: str) -> str:
     except OSError:
         pass
     threads = os.environ.get("OMP_NUM_THREADS", "")
-    return f"{model}; {os.cpu_count()} cpus; OMP_NUM_THREADS={threads}; {cpu.compiler_identity(cpu.compiler())}"
+    cc = " ".join(cpu.compiler_identity(cpu.compiler()).split())
+    return f"{model}; {os.cpu_count()} cpus; OMP_NUM_THREADS={threads}; {cc}"
 
 
 def tuning_path(program: Program, target: str, sizes: Mapping[str, int], k: int, options: Mapping[str, Any]) -> Path:
@@ -262,7 +278,8 @@ def _notes(record: Mapping[str, Any], cached: bool) -> list[str]:
     for row in rows:
         result = (f"failed: {row['error']}" if row["error"] else
                   "not timed (the only candidate)" if row["seconds"] is None else f"{row['seconds'] * 1e3:.4g} ms median")
-        notes.append(f"autotuning candidate {row['rank']} (model rank {row['rank']}) {_describe(row['tile'])}: {result}")
+        label = "the model's choice" if row["rank"] == 0 else f"model rank {row['rank']}"
+        notes.append(f"autotuning candidate {row['rank']} ({label}) {_describe(row['tile'])}: {result}")
     return notes
 
 
