@@ -17,6 +17,7 @@ kernels first).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 
 import islpy as isl
@@ -88,7 +89,8 @@ def schedule(
         notes += more
     notes = budget.notes + notes
     view = DepView(deps, temporaries(prog), prog.context.get_space(), True)
-    return dataclasses.replace(best, decisions=decisions(prog, label, best.kernels, view), notes=tuple(notes))
+    decide = functools.partial(decisions, prog, label, best.kernels, view)  # on first explain(): see Schedule
+    return dataclasses.replace(best, decide=decide, notes=tuple(notes))
 
 
 def _best(prog, deps, fusion, schedule, target, label, tile, params, search, limits, budget=None) -> tuple[Schedule, list[str]]:

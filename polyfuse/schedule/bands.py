@@ -55,6 +55,21 @@ def same_value(p: isl.UnionMap) -> isl.UnionMap:
     return p.apply_range(p.reverse())
 
 
+def _member(node: isl.ScheduleNode, k: int) -> isl.MultiUnionPwAff:
+    """:func:`member_map` as a one-member multi union pw aff (for isl's ``*_at_multi_union_pw_aff``)."""
+    upa = node.band_get_partial_schedule().get_at(k).intersect_domain(node.get_domain())
+    return isl.MultiUnionPwAff.from_union_pw_aff(upa)
+
+
+def _prefix(node: isl.ScheduleNode, n: int) -> isl.MultiUnionPwAff:
+    """:func:`prefix_through` as a multi union pw aff. ``R.eq_at_multi_union_pw_aff(P)`` is
+    ``R & same_value(P)`` without building ``same_value`` (which relates every pair of statements)."""
+    p = node.get_prefix_schedule_multi_union_pw_aff().intersect_domain(node.get_domain())
+    for k in range(n):
+        p = p.flat_range_product(_member(node, k))
+    return p
+
+
 class DepView:
     """The dependences of one program, split the way the band questions need them."""
 
@@ -63,20 +78,28 @@ class DepView:
         self.space = space
         self.privatize = privatize
         self.temps = temps if privatize else frozenset()
+        self._unions: dict[tuple, isl.UnionMap] = {}  # union() results: asked again for every band member
 
     def union(self, kinds, arrays=None, exclude=()) -> isl.UnionMap:
-        out = isl.UnionMap.empty(self.space)
-        for d in self.deps:
-            if d.kind in kinds and (arrays is None or d.array in arrays) and d.array not in exclude:
-                out = out.union(isl.UnionMap.from_map(d.relation))
-        return out
+        key = (frozenset(kinds), None if arrays is None else frozenset(arrays), frozenset(exclude))
+        if key not in self._unions:
+            out = isl.UnionMap.empty(self.space)
+            for d in self.deps:
+                if d.kind in kinds and (arrays is None or d.array in arrays) and d.array not in exclude:
+                    out = out.union(isl.UnionMap.from_map(d.relation))
+            self._unions[key] = out
+        return self._unions[key]
 
-    def privatizable(self, prefix: isl.UnionMap) -> frozenset[str]:
+    def privatizable(self, prefix: isl.MultiUnionPwAff) -> frozenset[str]:
         """The temporaries whose every flow dependence stays inside one iteration of ``prefix``."""
-        eq = same_value(prefix)
-        return frozenset(x for x in self.temps if self.union(("flow",), (x,)).is_subset(eq))
+        out = []
+        for x in self.temps:
+            flow = self.union(("flow",), (x,))
+            if flow.is_subset(flow.eq_at_multi_union_pw_aff(prefix)):
+                out.append(x)
+        return frozenset(out)
 
-    def constraining(self, prefix_full: isl.UnionMap) -> isl.UnionMap:
+    def constraining(self, prefix_full: isl.MultiUnionPwAff) -> isl.UnionMap:
         """The dependences that still constrain a loop whose full prefix is ``prefix_full``."""
         free = self.privatizable(prefix_full)
         return self.union(("flow",)).union(self.union(("anti", "output"), exclude=free))
@@ -111,25 +134,24 @@ def _flag(node: isl.ScheduleNode, view: DepView) -> isl.ScheduleNode:
     return node
 
 
-def _active(node: isl.ScheduleNode, deps: isl.UnionMap, prefix: isl.UnionMap) -> isl.UnionMap:
+def _active(node: isl.ScheduleNode, deps: isl.UnionMap, prefix: isl.MultiUnionPwAff) -> isl.UnionMap:
     dom = node.get_domain()
-    return deps.intersect_domain(dom).intersect_range(dom).intersect(same_value(prefix))
+    return deps.intersect_domain(dom).intersect_range(dom).eq_at_multi_union_pw_aff(prefix)
 
 
 def coincident(node: isl.ScheduleNode, k: int, view: DepView) -> bool:
     """Whether member ``k`` of a band carries no dependence (distance 0 for all deps not carried outside)."""
-    outer = prefix_through(node, k)
-    deps = view.constraining(prefix_through(node, k + 1))
+    outer = _prefix(node, k)
+    deps = view.constraining(_prefix(node, k + 1))
     active = _active(node, deps, outer)
-    return active.is_subset(same_value(member_map(node, k)))
+    return active.is_subset(active.eq_at_multi_union_pw_aff(_member(node, k)))
 
 
 def _permutable(node: isl.ScheduleNode, view: DepView) -> bool:
-    outer = prefix_through(node, 0)
-    deps = view.constraining(prefix_through(node, node.band_n_member()))
+    outer = _prefix(node, 0)
+    deps = view.constraining(_prefix(node, node.band_n_member()))
     active = _active(node, deps, outer)
     for k in range(node.band_n_member()):
-        m = member_map(node, k)
-        if not active.is_subset(m.lex_le_union_map(m)):
+        if not active.is_subset(active.lex_le_at_multi_union_pw_aff(_member(node, k))):
             return False
     return True

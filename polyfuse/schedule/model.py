@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import islpy as isl
 
@@ -109,7 +109,12 @@ class FusionDecision:
 
 @dataclass(frozen=True, eq=False)
 class Schedule:
-    """A program with a legal schedule tree and the kernel plan read off it."""
+    """A program with a legal schedule tree and the kernel plan read off it.
+
+    ``decide`` computes :attr:`decisions` on first use (``explain()``): they schedule pairs of kernels
+    again with isl, so ``pf.schedule`` does not pay for them. The result is kept in a private cache; the
+    value itself never changes.
+    """
 
     program: Program
     tree: isl.Schedule
@@ -119,12 +124,20 @@ class Schedule:
     contracted: frozenset[str] = frozenset()
     params: Mapping[str, int] = field(default_factory=dict)
     tile: Any = None
-    decisions: tuple[FusionDecision, ...] = ()
+    decide: Callable[[], tuple[FusionDecision, ...]] | None = field(default=None, repr=False)
     notes: tuple[str, ...] = ()
     promotion: Promotion | None = None
+    _lazy: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+    @property
+    def decisions(self) -> tuple[FusionDecision, ...]:
+        """Why neighbouring kernels were or were not fused (computed by ``decide`` on first use)."""
+        if "decisions" not in self._lazy:
+            self._lazy["decisions"] = tuple(self.decide()) if self.decide is not None else ()
+        return self._lazy["decisions"]
 
     def explain(self) -> str:
         """For each pair of neighbouring kernels, why they were or were not fused."""

@@ -133,6 +133,10 @@ def isl_tree(
     budget: IslBudget | None = None,
 ) -> isl.Schedule:
     budget = budget if budget is not None else IslBudget()
+    trees = prog._cache.setdefault("isl_trees", {})
+    key = _tree_key(fusion, view, domain, relax, budget)
+    if key in trees:
+        return trees[key]
     dom = prog.domains if domain is None else domain
     flow = view.union(("flow",))
     annotate_view = view
@@ -154,7 +158,20 @@ def isl_tree(
         tree = budget.compute(sc, _OPTIONS[fusion])
     if fusion == "smart":
         tree = _whole_if_fewer_kernels(sc, tree, annotate_view, budget)
+    trees[key] = tree
     return tree
+
+
+def _tree_key(fusion: str, view: DepView, domain: isl.UnionSet | None, relax: bool, budget: IslBudget) -> tuple:
+    """What :func:`isl_tree` computes from: the variants of ``pf.schedule`` (and ``"smart"``'s comparison
+    with ``"min"``) often pose isl the same problem (e.g. with no temporaries, privatisation changes
+    nothing), which is then solved once per program."""
+    relaxed = view.temps if relax and view.privatize else frozenset()
+    if not any(d.kind != "flow" and d.array in relaxed for d in view.deps):
+        relaxed = frozenset()  # no conditional validity constraints: the same problem as without relaxing
+    names = tuple((d.kind, d.source, d.sink, d.array, d.array in relaxed) for d in view.deps)
+    counted = view.temps if fusion == "smart" else None  # the kernel count of _whole_if_fewer_kernels
+    return (fusion, None if domain is None else domain.to_str(), names, counted, budget.operations)
 
 
 def _whole_if_fewer_kernels(sc: isl.ScheduleConstraints, tree: isl.Schedule, view: DepView,
