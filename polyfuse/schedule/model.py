@@ -144,6 +144,8 @@ class Schedule:
         lines = [f"schedule of {self.program.name}: {len(self.kernels)} kernel(s), fusion={self.fusion}, target={self.target}"]
         for k in self.kernels:
             lines.append(f"  {k.name}: {', '.join(k.statements)}" + (f"  grid={k.grid} block={k.block}" if k.grid else ""))
+            if k.parallel_depth == 0:
+                lines.append(f"  {k.name}: sequential: {self._sequential_reason(k)}")
         for d in self.decisions:
             verdict = "fused" if d.fused else "not fused"
             lines.append(f"  {'+'.join(d.first)} | {'+'.join(d.second)}: {verdict}: {d.reason}")
@@ -156,6 +158,19 @@ class Schedule:
             lines.append(f"  {b.kernel}: promoted {b.array} to {where}: {why}")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+    def _sequential_reason(self, kernel: Kernel) -> str:
+        """Why a kernel has no parallel loop: a dependence among its statements that its outermost loop
+        carries in the source order (the outermost carried one, flow first)."""
+        inside = set(kernel.statements)
+        carried = [d for d in self.program.dependences()
+                   if d.source in inside and d.sink in inside and d.carried_depth is not None]
+        if not carried:
+            return "no loop with more than one iteration is free of dependences at this depth"
+        order = {"flow": 0, "anti": 1, "output": 2}
+        d = min(carried, key=lambda d: (d.carried_depth, order.get(d.kind, 3)))
+        return (f"the {d.kind} dependence on {d.array!r} from {d.source} to {d.sink} is carried at loop depth "
+                f"{d.carried_depth} (distance {d.distance_text()})")
 
     def traffic(self, params: Mapping[str, int] | None = None):
         """The modelled global-memory traffic (``polyfuse.cost.traffic.TrafficReport``) at the schedule's
