@@ -28,7 +28,7 @@ demo: $(STAMP)
 test: pytest lint
 
 pytest: $(STAMP)
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check polyfuse
