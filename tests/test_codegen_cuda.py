@@ -235,9 +235,20 @@ EMULATION_PRELUDE = """\
 #define __restrict__
 #define __shared__ static
 struct pf_dim3 { unsigned x, y, z; };
-static thread_local pf_dim3 blockIdx, threadIdx;
+static thread_local pf_dim3 blockIdx, threadIdx, blockDim;
 static pthread_barrier_t pf_barrier;
 static inline void __syncthreads() { pthread_barrier_wait(&pf_barrier); }
+/* every thread of the block calls it (the block reductions of cooperative rows): exchange through a slot
+   per thread between two barriers */
+template <typename T> static T __shfl_xor_sync(unsigned, T v, int lane_mask)
+{
+  static T slots[1024];
+  slots[threadIdx.x] = v;
+  pthread_barrier_wait(&pf_barrier);
+  T r = slots[threadIdx.x ^ lane_mask];
+  pthread_barrier_wait(&pf_barrier);
+  return r;
+}
 """
 """Kernels with ``__syncthreads()`` run each block's threads as real threads meeting at a pthread barrier
 (``__shared__`` arrays become function statics: one copy, shared by the block's threads; blocks run one
@@ -261,6 +272,7 @@ def _driver(launch: Launch, tag: str, barriers: bool = False) -> str:
                 "    for (unsigned bz = 0; bz < b[2]; bz++) for (unsigned by = 0; by < b[1]; by++) for (unsigned bx = 0; bx < b[0]; bx++)\n"
                 "      ts.emplace_back([=] {\n"
                 "        blockIdx.x = gx; blockIdx.y = gy; blockIdx.z = gz; threadIdx.x = bx; threadIdx.y = by; threadIdx.z = bz;\n"
+                "        blockDim.x = b[0]; blockDim.y = b[1]; blockDim.z = b[2];\n"
                 f"        {tag}_{launch.kernel}({', '.join(names)});\n      }});\n"
                 "    for (auto& t : ts) t.join();\n"
                 "    pthread_barrier_destroy(&pf_barrier);\n  }\n}\n")
@@ -268,16 +280,18 @@ def _driver(launch: Launch, tag: str, barriers: bool = False) -> str:
             "  for (unsigned gz = 0; gz < g[2]; gz++) for (unsigned gy = 0; gy < g[1]; gy++) for (unsigned gx = 0; gx < g[0]; gx++)\n"
             "  for (unsigned bz = 0; bz < b[2]; bz++) for (unsigned by = 0; by < b[1]; by++) for (unsigned bx = 0; bx < b[0]; bx++) {\n"
             "    blockIdx.x = gx; blockIdx.y = gy; blockIdx.z = gz; threadIdx.x = bx; threadIdx.y = by; threadIdx.z = bz;\n"
+            "    blockDim.x = b[0]; blockDim.y = b[1]; blockDim.z = b[2];\n"
             f"    {tag}_{launch.kernel}({', '.join(names)});\n  }}\n}}\n")
 
 
 def _has_barrier(text: str, kernel: str) -> bool:
-    """Whether the ``__global__`` function ``kernel`` of ``text`` calls ``__syncthreads()``."""
+    """Whether the ``__global__`` function ``kernel`` of ``text`` calls ``__syncthreads()`` (directly or
+    through a block reduction of the prelude)."""
     start = text.find(f" {kernel}(")
     if start < 0:
         return False
     end = text.find("\n}\n", start)
-    return "__syncthreads()" in text[start:end]
+    return "__syncthreads()" in text[start:end] or "pf_block_" in text[start:end]
 
 
 def build_emulator(variants: list[tuple[str, object]], tmp: Path) -> ctypes.CDLL:

@@ -5,9 +5,11 @@ an isl error."""
 
 from __future__ import annotations
 
+import importlib
 import time
 import warnings
 
+import islpy as isl
 import numpy as np
 import pytest
 
@@ -38,15 +40,66 @@ def chain60() -> pf.Program:
     return prog
 
 
-def test_tiny_budget_falls_back_to_source_order(chain60):
+def test_tiny_budget_falls_back_to_sequential_source_order(chain60):
+    """With almost no budget even dependence analysis runs out: the program runs as written."""
     start = time.perf_counter()
-    with pytest.warns(pf.PolyfuseWarning, match="ran out of its budget of 1000 operations"):
+    stage = 1000 * scheduler.STAGE_FACTOR
+    with pytest.warns(pf.PolyfuseWarning, match=f"dependence analysis ran out of its budget of {stage} isl operations"):
         sched = pf.schedule(chain60, target="c", fusion="max", tile=None, isl_budget=1000)
     assert time.perf_counter() - start < 60
-    assert any("fell back to fusion='min'" in n for n in sched.notes), sched.notes
-    assert any("fell back to source order" in n for n in sched.notes), sched.notes
+    assert any("fell back to the source order, run sequentially" in n for n in sched.notes), sched.notes
     assert "fell back" in sched.explain()
     assert len(sched.kernels) == 60  # source order: one kernel per statement
+    assert all(k.parallel_depth == 0 for k in sched.kernels)
+
+
+def test_scheduler_budget_degrades_policy_by_policy(chain60):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sched = pf.schedule(chain60, target="c", fusion="max", tile=None, isl_budget=100_000)
+    said = [str(w.message) for w in caught if issubclass(w.category, pf.PolyfuseWarning)]
+    assert any("isl's scheduler gave no schedule under fusion='max': it ran out of its budget of 100000" in m
+               and "fell back to fusion='min'" in m for m in said), said
+    assert all(m in sched.notes for m in said)
+    assert len(sched.kernels) == 60
+
+
+def _burn_isl_operations(*args, **kwargs):
+    """A stage that never ends on its own (as the band-flag test once did on a fuzzed program): isl work
+    in a loop, stopped only by the operation budget."""
+    m = isl.UnionMap("{ [i] -> [j] : 0 <= i, j < 100 }")
+    while True:
+        m = m.coalesce().union(m)
+
+
+def test_a_stage_that_never_ends_is_cut_off(monkeypatch):
+    """Not only isl's scheduler is bounded: here the legality check spins, under every policy; each
+    attempt is cut off at the stage budget and the program still compiles, correctly, in source order."""
+    monkeypatch.setattr(importlib.import_module("polyfuse.schedule"), "check_schedule", _burn_isl_operations)
+    prog = harness.load_source(chain_source(4), "chain")
+    a = np.random.default_rng(1).uniform(-1, 1, (6, 5)).astype(np.float32)
+    got, want = np.zeros_like(a), np.zeros_like(a)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exe = pf.compile(prog, target="c", fusion="smart", tile=None, isl_budget=50_000)
+        exe(A=a, C=got)  # compiles on first call
+    assert time.perf_counter() - start < 60
+    said = " | ".join(str(w.message) for w in caught)
+    for policy in ("smart", "min", "none"):
+        assert f"scheduling under fusion={policy!r} ran out of its budget" in said, said
+    assert "fell back to the source order, run sequentially" in said
+    assert all(k.parallel_depth == 0 for k in exe.schedule.kernels)
+    pf.reference(prog)(A=a, C=want)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_explicit_schedule_over_budget_is_an_error_not_a_substitute():
+    prog = harness.load_source(chain_source(2), "chain")
+    spec = "[N, M] -> { S0[i, j] -> [0, i, j]; S1[i, j] -> [1, i, j] }"
+    with pytest.raises(pf.PolyfuseError, match="raise isl_budget="):
+        pf.schedule(prog, target="c", schedule=spec, tile=None, isl_budget=10)
+    assert pf.schedule(prog, target="c", schedule=spec, tile=None).kernels  # fine with the default budget
 
 
 def test_fallback_result_is_correct(chain60):

@@ -1,6 +1,7 @@
-"""Explicit data movement (``schedule/promotion.py``): shared-memory and register promotion as copy
-statements in the schedule tree, barriers from dependences, and the generated CUDA checked by nvcc and by
-the CPU emulation of ``test_codegen_cuda.py`` (block threads run concurrently between barriers)."""
+"""Explicit data movement (``schedule/promotion.py``, ``shared.py``): shared-memory and register promotion
+as copy statements in the schedule tree (copy-in and copy-out), barriers from dependences, and the
+generated CUDA checked by nvcc and by the CPU emulation of ``test_codegen_cuda.py`` (block threads run
+concurrently between barriers)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import islpy as isl
 import numpy as np
 import pytest
 
@@ -16,9 +18,14 @@ import polyfuse as pf
 from examples import kernels as ex
 from polyfuse.codegen.cuda import generate_cuda
 from polyfuse.schedule import schedule
-from tests.test_codegen_cuda import _inputs, build_emulator, emulate
+from tests.test_codegen_cuda import _inputs, _unit, build_emulator, emulate
 
 BIG = {"N": 2048, "M": 2048, "K": 2048}
+
+
+def _barriers(code: str) -> int:
+    """The barrier statements printed in the kernels (not the prelude's helpers)."""
+    return len(re.findall(r"__syncthreads\(\);  /\* sync_", code))
 
 
 def _shared(sched) -> dict[str, tuple[int, ...]]:
@@ -45,9 +52,9 @@ def test_gemm_cuda_has_copies_and_barriers() -> None:
     code = generate_cuda(schedule(ex.gemm, target="cuda", params=BIG)).text
     assert "__shared__ float A_shared_k0" in code and "__shared__ float B_shared_k0" in code
     assert "/* copy_A_shared_k0 */" in code and "/* copy_B_shared_k0 */" in code
-    assert code.count("__syncthreads();") == 2
+    assert _barriers(code) == 2
     # the barrier after the copies comes before the compute reading the buffers
-    assert code.index("copy_B_shared_k0 */") < code.index("__syncthreads();") < code.index("/* S1 */")
+    assert code.index("copy_B_shared_k0 */") < code.index("/* sync_k0_0 */") < code.index("/* S1 */")
     # coalesced copies: the innermost array index follows threadIdx.x
     tx = re.search(r"(c\d+) -> threadIdx\.x", code).group(1)
     for name in ("A", "B"):
@@ -80,7 +87,7 @@ def test_jacobi_2d_promotes_the_neighbourhood() -> None:
     tile = next(kk for kk in sched.kernels if kk.name == k.kernel)
     assert k.shape == (tile.block[1] + 2, tile.block[0] + 2)  # the halo
     code = generate_cuda(sched).text
-    assert code.count("__syncthreads();") >= 1
+    assert _barriers(code) >= 1
 
 
 def test_nvcc_compiles_promoted_gemm(tmp_path: Path) -> None:
@@ -119,3 +126,171 @@ def test_emulation_matches_reference(prog, sizes, with_params, tmp_path: Path) -
         if name in prog.arrays and prog.arrays[name].role != "input":
             tol = 1e-4 if prog.arrays[name].dtype.name == "f32" else 1e-9
             np.testing.assert_allclose(got[name], expected[name], rtol=tol, atol=tol, err_msg=f"{prog.name}: {name}")
+
+
+# ----- written arrays: copy-out, coalescing, cross-thread reuse ------------------------------------------
+
+N, M = pf.params("N M")
+
+
+@pf.program
+def transpose(A: pf.f32[N, M], B: pf.f32[M, N]):
+    for i in range(N):
+        for j in range(M):
+            B[j, i] = A[i, j]
+
+
+@pf.program
+def transpose_scale(A: pf.f32[N, M], B: pf.f32[M, N], C: pf.f32[N, M]):
+    """A transpose fused with an elementwise op (C goes to a register, B through shared memory)."""
+    for i in range(N):
+        for j in range(M):
+            C[i, j] = A[i, j] * 2.0
+            B[j, i] = C[i, j] + 1.0
+
+
+@pf.program
+def transpose_read(A: pf.f32[M, N], B: pf.f32[N, M]):
+    """The transposed access is a read: A is staged (copy-in only) for coalesced global reads."""
+    for i in range(N):
+        for j in range(M):
+            B[i, j] = A[j, i] * 3.0
+
+
+@pf.program
+def transpose_add(A: pf.f32[N, M], B: pf.f32[M, N]):
+    """A transposed read-modify-write: copy-in of what is read, copy-out of what is written."""
+    for i in range(N):
+        for j in range(M):
+            B[j, i] += A[i, j]
+
+
+@pf.program
+def odd_rows(A: pf.f32[2 * N + 2, M]):
+    """Cross-thread reuse of a written array: row 2i+2 is read by threads i and i+1; only odd rows are
+    written."""
+    for i in range(N):
+        for j in range(M):
+            A[2 * i + 1, j] = 0.5 * (A[2 * i, j] + A[2 * i + 2, j])
+
+
+def _tx_before(code: str, marker: str) -> str:
+    """The iterator mapped to threadIdx.x by the last ``block`` mark printed before the line with ``marker``."""
+    head = code[: code.index(marker)]
+    return re.findall(r"(c\d+) -> threadIdx\.x \*/", head)[-1]
+
+
+def _follows(index: str, tx: str) -> bool:
+    """Whether the index expression text moves by one with ``tx`` (``tx`` not scaled nor divided)."""
+    return re.search(rf"(?<![*/] )\b{tx}\b(?! /)", index) is not None and re.search(rf"\d+ \* {tx}\b", index) is None
+
+
+def _line(code: str, marker: str) -> str:
+    return next(ln for ln in code.splitlines() if marker in ln)
+
+
+def _statement(sched, prefix: str):
+    (name,) = [n for n in sched.promotion.statements if n.startswith(prefix)]
+    return sched.promotion.statements[name]
+
+
+def test_transpose_stages_the_written_tile_and_copies_it_out_coalesced() -> None:
+    sched = schedule(transpose, target="cuda")
+    (kernel,) = sched.kernels
+    assert _shared(sched) == {"B": (kernel.block[0], kernel.block[1] + 1)}  # 32 x 16 tile of B, padded row
+    code = generate_cuda(sched).text
+    assert "copy_B_shared" not in code  # nothing of B is read: no copy-in
+    s0, copy = _line(code, "/* S0 */"), _line(code, "/* copyout_B_shared_k0 */")
+    tx = _tx_before(code, "/* S0 */")
+    assert re.match(rf"\s*B_shared_k0\[{tx}\]\[c\d+\] = A\[", s0), s0  # compute: transposed, into the buffer
+    tx = _tx_before(code, "/* copyout_B_shared_k0 */")
+    assert _follows(copy.split("] = B_shared_k0")[0].rsplit(" * N + ", 1)[1], tx), copy  # coalesced global writes
+    assert _barriers(code) == 1  # compute -> copy-out only: no copy-in, no later tile in the block
+    assert code.index("/* S0 */") < code.index("/* sync_k0_0 */") < code.index("/* copyout_B_shared_k0 */")
+    assert sched.traffic({"N": 100, "M": 60}).total_bytes == 2 * 100 * 60 * 4  # the model sees the compute tree
+
+
+def test_transpose_fused_with_elementwise_op() -> None:
+    sched = schedule(transpose_scale, target="cuda")
+    assert set(_shared(sched)) == {"B"}
+    assert {b.array for b in sched.promotion.buffers if b.space == "register"} == {"C"}
+    code = generate_cuda(sched).text
+    assert code.index("/* S1 */") < code.index("/* sync_k0_0 */") < code.index("/* copyout_B_shared_k0 */")
+    assert "C_reg_k0 = C[" not in code  # C is written before it is read in each thread: no load
+
+
+def test_uncoalesced_read_is_staged_without_copy_out() -> None:
+    sched = schedule(transpose_read, target="cuda")
+    assert set(_shared(sched)) == {"A"}
+    code = generate_cuda(sched).text
+    assert "copyout" not in code and "/* copy_A_shared_k0 */" in code
+    tx = _tx_before(code, "/* copy_A_shared_k0 */")
+    copy = _line(code, "/* copy_A_shared_k0 */")
+    assert _follows(copy.rsplit(" * N + ", 1)[1], tx), copy
+    assert _barriers(code) == 1
+
+
+def test_read_modify_write_copies_in_and_out() -> None:
+    sched = schedule(transpose_add, target="cuda")
+    code = generate_cuda(sched).text
+    order = [code.index(m) for m in ("/* copy_B_shared_k0 */", "/* sync_k0_0 */", "/* S0 */", "/* sync_k0_1 */", "/* copyout_B_shared_k0 */")]
+    assert order == sorted(order)
+    assert _barriers(code) == 2
+
+
+def test_cross_thread_reuse_of_a_written_array_copies_exactly_what_is_read_and_written() -> None:
+    sched = schedule(odd_rows, target="cuda")
+    assert set(_shared(sched)) == {"A"}
+    copy_in, copy_out = _statement(sched, "copy_A"), _statement(sched, "copyout_A")
+    even = isl.Set("[N, M] -> { A[r, c] : r mod 2 = 0 }")
+    odd = isl.Set("[N, M] -> { A[r, c] : r mod 2 = 1 }")
+    read = copy_in.accesses[1].relation.range()
+    written = copy_out.accesses[0].relation.range()
+    assert copy_in.accesses[1].array == "A" and copy_out.accesses[0].array == "A"
+    assert read.is_subset(even) and written.is_subset(odd)  # the box's other rows are never clobbered
+    assert written.is_equal(odd_rows.statement("S0").write.relation.range())
+    code = generate_cuda(sched).text
+    assert _barriers(code) == 2
+
+
+def test_jacobi_2d_writes_stay_global() -> None:
+    sched = schedule(ex.jacobi_2d, target="cuda", params={"N": 1000, "T": 10})
+    assert "copyout" not in generate_cuda(sched).text  # coalesced and not shared across threads
+
+
+WRITTEN = [transpose, transpose_scale, transpose_read, transpose_add, odd_rows]
+
+
+def test_nvcc_compiles_copy_out(tmp_path: Path) -> None:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    variants = [(f"{p.name}_{k}", generate_cuda(schedule(p, target="cuda", **kw)).text)
+                for p in WRITTEN for k, kw in enumerate(({}, {"params": {"N": 1000, "M": 700}, "tile": (8, 16)}))]
+    variants.append(("jacobi", generate_cuda(schedule(ex.jacobi_2d, target="cuda", params={"N": 1000, "T": 10})).text))
+    src = tmp_path / "all.cu"
+    src.write_text(_unit(variants))
+    out = subprocess.run([nvcc, "-arch=sm_90", "-ptx", "-o", str(tmp_path / "all.ptx"), str(src)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert (tmp_path / "all.ptx").read_text().count("bar.sync") >= len(variants)
+
+
+def test_emulation_of_copy_out_matches_reference(tmp_path: Path) -> None:
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not on PATH")
+    sizes = {"N": 37, "M": 45}  # not multiples of the tile sizes
+    variants = []
+    for prog in WRITTEN:
+        for k, kw in enumerate(({}, {"params": sizes, "tile": (8, 16)})):
+            sched = schedule(prog, target="cuda", **kw)
+            assert _shared(sched), (prog.name, sched.explain())
+            variants.append((f"{prog.name}_{k}", prog, generate_cuda(sched)))
+    dll = build_emulator([(tag, code) for tag, _, code in variants], tmp_path)
+    for tag, prog, code in variants:
+        expected = _inputs(prog, sizes)
+        pf.reference(prog)(**expected)
+        got = _inputs(prog, sizes)
+        emulate(dll, tag, code, got, sizes)
+        for name in prog.arguments:
+            if prog.arrays[name].role != "input":
+                np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, err_msg=f"{tag}: {name}")

@@ -426,9 +426,14 @@ def test_shape_without_integer_solution():
 
 
 def test_same_buffer_for_two_arguments():
-    a = np.zeros((5, 5), np.float32)
-    with pytest.raises(pf.ShapeError, match=r"arguments 'A' and 'B' share memory"):
-        pf.reference(K.gemm)(A=a, B=a, C=np.zeros((5, 5), np.float32), alpha=1.0, beta=1.0)
+    """Two names for one array the program only reads are harmless (A @ A); sharing with a written
+    argument is refused."""
+    a = np.arange(25, dtype=np.float32).reshape(5, 5) / 10
+    c = np.zeros((5, 5), np.float32)
+    pf.reference(K.gemm)(A=a, B=a, C=c, alpha=1.0, beta=1.0)
+    np.testing.assert_allclose(c, a @ a, rtol=1e-5)
+    with pytest.raises(pf.ShapeError, match=r"arguments 'A' and 'C' share memory"):
+        pf.reference(K.gemm)(A=a, B=np.ones((5, 5), np.float32), C=a, alpha=1.0, beta=1.0)
     big = np.zeros(16)
     with pytest.raises(pf.ShapeError, match=r"arguments 'A' and 'B' share memory"):
         pf.reference(K.jacobi_1d)(A=big[:8], B=big[4:12], T=1)

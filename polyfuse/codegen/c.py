@@ -15,7 +15,13 @@ What the printer relies on (see :mod:`polyfuse.schedule.model` for the tree conv
   declared in the ``for`` (so they are private), and local scalars used only inside one parallel loop are
   declared at the top of its body (so they are private too);
 * local scalars are the 0-d temporaries and the arrays in ``sched.contracted``; every other temporary has a
-  buffer that the caller allocates and passes in (it is listed in ``Code.temporaries``).
+  buffer that the caller allocates and passes in (it is listed in ``Code.temporaries``);
+* float intrinsics (``exp``, ``log``, ``tanh``, ``max``, ``min``, f32 ``pow``) print as the branch-free inline
+  functions of :mod:`polyfuse.codegen.c_math`, and only those a program uses are emitted, so that GCC
+  vectorises the innermost loops (libm's are opaque scalar calls); ``sqrt`` and ``fabs`` stay the C names,
+  which compile to single instructions. Vectorisation relies on the ``restrict`` array parameters (inside an
+  ``omp parallel for`` GCC loses them in the outlined function and versions the loop with an alias check
+  instead) and on the flags of :mod:`polyfuse.runtime.cpu`.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
+from polyfuse.codegen import c_math
 from polyfuse.codegen.ast import (
     C_HELPERS,
     CDialect,
@@ -59,15 +66,11 @@ static inline double pf_mod_f64(double a, double b) { double r = fmod(a, b); ret
 """
 """Exact Python/numpy semantics for value operations C spells differently (floor division and modulo)."""
 
-# Per-dtype spelling of the value intrinsics: f32 uses the float versions of libm.
-_UNARY_FN = {
-    "f32": {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "tanh": "tanhf", "abs": "fabsf"},
-    "f64": {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "abs": "fabs"},
-    "i32": {"abs": "pf_abs_i32"},
-}
+# Per-dtype spelling of the value intrinsics: float ones are the vectorisable functions of c_math.py.
+_UNARY_FN = {**c_math.UNARY, "i32": {"abs": "pf_abs_i32"}}
 _BINARY_FN = {
-    "f32": {"max": "fmaxf", "min": "fminf", "pow": "powf", "%": "pf_mod_f32"},
-    "f64": {"max": "fmax", "min": "fmin", "pow": "pow", "%": "pf_mod_f64"},
+    "f32": {**c_math.BINARY["f32"], "%": "pf_mod_f32"},
+    "f64": {**c_math.BINARY["f64"], "%": "pf_mod_f64"},
     "i32": {"max": "pf_max_i32", "min": "pf_min_i32", "pow": "pf_pow_i32", "//": "pf_floordiv_i32", "%": "pf_mod_i32"},
 }
 _FLOOR = {"f32": "floorf", "f64": "floor"}
@@ -135,6 +138,7 @@ class _CPrinter:
         self.iterators = iterator_names(self.program)
         self.usage = _Usage()
         self._loop_counter = 0
+        self.math_parts: set[str] = set()
         self._scan(self.ast, None, None)
         self.function_scalars = self._function_scope_scalars()
 
@@ -151,7 +155,7 @@ class _CPrinter:
             "#include <math.h>",
             "#include <stdint.h>",
             "",
-            C_HELPERS + VALUE_HELPERS,
+            C_HELPERS + VALUE_HELPERS + c_math.math_source(self.math_parts),
             f"void {entry}(\n{params})",
             "{",
             *body,
@@ -341,14 +345,21 @@ class _CPrinter:
         assert dtype is not None
         fn = _UNARY_FN[dtype.name].get(e.op)
         if fn is None:  # a float function of an integer: compute in double, as numpy does
-            return f"(({dtype.c_name}){_UNARY_FN['f64'][e.op]}((double){operand}))"
-        return f"{fn}({_strip_parens(operand)})"
+            return f"(({dtype.c_name}){self._function(_UNARY_FN['f64'][e.op])}((double){operand}))"
+        return f"{self._function(fn)}({_strip_parens(operand)})"
+
+    def _function(self, name: str) -> str:
+        """``name``, recording the part of :mod:`c_math` that defines it (only used parts are emitted)."""
+        part = c_math.part_of(name)
+        if part is not None:
+            self.math_parts.add(part)
+        return name
 
     def _binary(self, e: Binary, lhs: str, rhs: str) -> str:
         kind = e.dtype.name
         fn = _BINARY_FN[kind].get(e.op)
         if fn is not None:
-            return f"{fn}({_strip_parens(lhs)}, {_strip_parens(rhs)})"
+            return f"{self._function(fn)}({_strip_parens(lhs)}, {_strip_parens(rhs)})"
         if e.op == "//":
             return f"{_FLOOR[kind]}({lhs} / {rhs})"
         return f"({lhs} {_INFIX[e.op]} {rhs})"

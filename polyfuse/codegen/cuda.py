@@ -25,13 +25,14 @@ from collections.abc import Mapping, Sequence
 
 import islpy as isl
 
-from polyfuse.codegen.ast import CDialect, StatementCall, build_ast, expr_to_text, statement_call
+from polyfuse.codegen.ast import CDialect, StatementCall, build_ast, expr_to_text, iterator_names, statement_call
 from polyfuse.codegen.code import Argument, Code
+from polyfuse.codegen.cuda_rows import BLOCK_REDUCE_PRELUDE, print_row_mark
 from polyfuse.codegen.host_plan import KernelArg, Launch, host_plan_from_ast, mapped_ranges
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
 from polyfuse.ir.program import Array, Program
-from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, Kernel, Schedule
+from polyfuse.schedule.model import BLOCK_MARK, CYCLIC_MARK, GRID_MARK, KERNEL_MARK, REDUCE_MARK, SYNC_MARK, Kernel, Schedule
 from polyfuse.types import SizeExpr
 
 AXES = ("x", "y", "z")
@@ -53,7 +54,7 @@ __device__ __forceinline__ long long pf_floormod(long long a, long long b)
 }
 __device__ __forceinline__ long long pf_min(long long a, long long b) { return a < b ? a : b; }
 __device__ __forceinline__ long long pf_max(long long a, long long b) { return a > b ? a : b; }
-"""
+""" + BLOCK_REDUCE_PRELUDE
 
 _FLOAT_FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "abs": "fabs", "max": "fmax", "min": "fmin", "pow": "pow"}
 
@@ -209,6 +210,8 @@ class KernelPrinter:
         self.promoted: dict = {}  # name -> schedule.model.Buffer promoted in this kernel
         self.buffers: set[str] = set()  # promoted buffers (shared arrays, registers) the kernel uses
         self._scopes: list[set[str]] = [set()]
+        self.cyclic = ""  # the iterator of the kernel's cyclic (cooperative-row) loops, if any
+        self._in_cyclic = False
 
     def emit(self, node: isl.AstNode, depth: int, bound: frozenset[str]) -> None:
         pad = "  " * depth
@@ -221,6 +224,9 @@ class KernelPrinter:
             name = node.mark_get_id().get_name()
             if name == KERNEL_MARK:
                 raise CodegenError("a kernel mark lies inside another kernel")
+            if name in (CYCLIC_MARK, REDUCE_MARK, SYNC_MARK):
+                self._row_mark(node, name, depth, bound)
+                return
             mapped = [f"{it} -> {ax}" for it, ax in self.axes.items() if ax.startswith({"grid": "blockIdx", "block": "threadIdx"}.get(name, "-"))]
             self.lines.append(f"{pad}/* {name}{': ' + ', '.join(mapped) if mapped else ''} */")
             self.emit(node.mark_get_node(), depth, bound)
@@ -238,6 +244,9 @@ class KernelPrinter:
         else:
             raise CodegenError(f"unexpected isl AST node {t} in a kernel")
 
+    def _row_mark(self, node: isl.AstNode, name: str, depth: int, bound: frozenset[str]) -> None:
+        print_row_mark(self, node, name, depth, bound)
+
     def _scoped(self, node: isl.AstNode, depth: int, bound: frozenset[str]) -> None:
         self._scopes.append(set())
         self.emit(node, depth, bound)
@@ -252,6 +261,13 @@ class KernelPrinter:
         init, cond = self._x(node.for_get_init()), self._x(node.for_get_cond())
         inc = int(node.for_get_inc().get_val().to_python())
         axis = self.axes.get(it)
+        if self._in_cyclic and it == self.cyclic:
+            start = "(long long) threadIdx.x" if inc == 1 else f"{inc} * (long long) threadIdx.x"
+            step = "(long long) blockDim.x" if inc == 1 else f"{inc} * (long long) blockDim.x"
+            self.lines.append(f"{pad}for (long long {it} = {_plus(init, start)}; {cond}; {it} += {step}) {{")
+            self._scoped(node.for_get_body(), depth + 1, bound | {it})
+            self.lines.append(f"{pad}}}")
+            return
         if axis is None:
             self.lines.append(f"{pad}for (long long {it} = {init}; {cond}; {it} += {inc}) {{")
             self._scoped(node.for_get_body(), depth + 1, bound)
@@ -292,6 +308,8 @@ class KernelPrinter:
                 self.arrays[a.array] = self.arrays.get(a.array, False) or k == stmt.target
         self.scalars.update(n.name for n in stmt.value.walk() if isinstance(n, ScalarArg))
         unbound = [ax for it, ax in self.axes.items() if it not in bound]
+        if self._in_cyclic and self.cyclic not in bound:
+            unbound.append("threadIdx.x")  # the shared loop was not printed (one iteration): thread 0 runs it
         target = expr_to_text(call.write, self.dialect)
         text = f"{target} {stmt.op} {value_text(stmt.value, call, self.dialect)};  /* {stmt.name} */"
         if unbound:
@@ -317,6 +335,7 @@ def generate_cuda(sched: Schedule) -> Code:
         tree = _atomic_mapped_bands(promotion.tree)
     ast_root = build_ast(program, tree, _size_context(program, sched.params),
                          statements=promotion.statements if promotion is not None else None)
+    names = iterator_names(program, promotion.statements if promotion is not None else None)
     kernels_text: list[str] = []
     seen: dict[str, int] = {}
     order = {k.name: n for n, k in enumerate(sched.kernels)}
@@ -342,15 +361,20 @@ def generate_cuda(sched: Schedule) -> Code:
                 axes[it] = f"{prefix}.{AXES[n - 1 - k]}"
                 ranges[prefix][it] = rng[k]
         printer = KernelPrinter(program, dialect, axes)
+        if CYCLIC_MARK in info:
+            printer.cyclic = names[info[CYCLIC_MARK][2]]
         printer.promoted = {n: b for n, b in buffers.items() if b.kernel == kernel.name}
         printer.barriers = promotion.barriers if promotion is not None else frozenset()
         printer.emit(mark.mark_get_node(), 1, frozenset())
         args = _kernel_args(program, printer, host_iters)
-        kernels_text.append(_kernel_source(fname, kernel, args, printer, axes, dialect))
+        shown = dict(axes, **({printer.cyclic: "threadIdx.x (cyclic)"} if printer.cyclic else {}))
+        kernels_text.append(_kernel_source(fname, kernel, args, printer, shown, dialect))
         extents = {p: _extents(r, printer.strides) for p, r in ranges.items()}
         if "threadIdx" in extents and any(b.space == "shared" for b in printer.promoted.values()):
             # copies stride over the box by kernel.block threads: launch at least that many
             extents["threadIdx"] = tuple(f"max({e}, {b})" for e, b in zip(extents["threadIdx"], kernel.block))
+        if CYCLIC_MARK in info and "threadIdx" not in extents:  # cooperative rows: kernel.block threads
+            extents["threadIdx"] = tuple(str(b) for b in kernel.block)
         return Launch(fname, extents.get("blockIdx", ("1",)), extents.get("threadIdx", ("1",)), args)
 
     plan = host_plan_from_ast(ast_root, make_launch, program.arrays)
@@ -466,6 +490,9 @@ def _mapping_info(tree: isl.Schedule) -> dict[str, dict[str, tuple[isl.ScheduleN
                 extents = kernel.grid if name == GRID_MARK else kernel.block
                 n = len(extents) if extents else min(3, band.band_n_member())
                 out[kernel.name][name] = (band, min(n, band.band_n_member()), host_depth)
+            elif name == CYCLIC_MARK and kernel is not None:
+                band = node.child(0)
+                out[kernel.name][name] = (band, 1, band.get_schedule_depth())
         for k in range(node.n_children()):
             walk(node.child(k), kernel, host_depth)
 

@@ -12,8 +12,18 @@ of 32 (or the extent of x rounded up to a power of two when that is smaller), wi
   the arrays a tile *reuses* (fewer footprint elements than uncovered reads) are staged, a chunk of
   ``stage_chunk`` (32) sequential iterations per thread at a time, so the estimate is
   ``sum_X footprint_X(tile) * itemsize_X * min(1, 32 / iterations_per_thread)``;
-* enough blocks to fill ``sms`` (132) multiprocessors; when no shape gives that many, the shapes with
-  the most blocks win.
+* enough blocks to fill ``sms`` (132) multiprocessors, or, when the work is smaller than ``sms`` blocks of
+  ``fill_threads`` (256) threads, one block per ``fill_threads`` threads of work (a problem too small to fill
+  the machine is not forced into one-warp blocks); shapes short of that rank by their shortfall.
+
+The CUDA objective is *sector bytes* (``coalescing.py``): each array's exact bytes times the sectors a warp
+moves per useful byte. An array the promotion pass stages in shared memory (one the tile reuses, within the
+budget; or one whose accesses are transposed across ``threadIdx.x`` and whose box rows are at least one
+32-byte sector wide, ``schedule/shared.py``, when its box fits what is left of the budget) moves by
+coalesced copy loops, one box row at a time; an array left in global memory pays the sectors each warp
+instruction touches (a transposed access: 32 sectors for 32 elements, 8x its bytes in f32). So a transpose
+gets a 2-D tile whose transposed side is staged, not a 1-row tile with uncoalesced stores. Ties go to the
+fewer exact bytes, then (small problems) to more blocks, up to ``sms``.
 
 C (the tiled members of the outermost permutable band, at most three searched; more keep 32): sizes in
 8..256 (powers of two), the average footprint of a tile (all arrays, read and written) within
@@ -21,7 +31,7 @@ C (the tiled members of the outermost permutable band, at most three searched; m
 (16) tiles when the sizes allow it. The search is coordinate descent from the
 default 32s (two sweeps over the members).
 
-Ties are broken towards the larger tile (fewer, fuller blocks), then towards the default. Without params
+Remaining ties are broken towards the larger tile (fewer, fuller blocks), then towards the default. Without params
 the fixed defaults of ``tiling.py`` are kept (the mapper does not call the search).
 
 Every feasible shape evaluated for a band is kept in ``TileSearch.ranked``, best first, so autotuning
@@ -37,11 +47,14 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from polyfuse.cost.coalescing import AccessSteps, access_steps, array_factor, band_time
 from polyfuse.cost.footprint import count_set, fixed_params, region_counts, tile_map_at
 from polyfuse.cost.traffic import itemsize
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import member_map
 from polyfuse.schedule.deps import dependences_of
+from polyfuse.schedule.footprint_box import fixed_box, volume
+from polyfuse.schedule.shared import SECTOR_BYTES
 from polyfuse.schedule.tiling import tile_band
 
 
@@ -53,6 +66,7 @@ class Limits:
     shared_memory: int = 49152
     sms: int = 132
     stage_chunk: int = 32
+    fill_threads: int = 256
     cache_bytes: int = 262144
     c_parallelism: int = 16
 
@@ -67,10 +81,18 @@ class Candidate:
     threads: int
     staged_bytes: int
     feasible: bool
+    sector_bytes: int = -1  # CUDA: the objective (module docstring); -1: the traffic (C)
+    coalescing: tuple[str, ...] = ()  # CUDA: why some arrays cost more than their bytes, or are staged
+
+    @property
+    def cost(self) -> int:
+        return self.traffic_bytes if self.sector_bytes < 0 else self.sector_bytes
 
     def describe(self) -> str:
-        return (f"{'x'.join(map(str, self.sizes))}: {self.traffic_bytes} B, {self.blocks} tiles, "
-                f"{self.staged_bytes} B staged per tile{'' if self.feasible else ' (over the limits)'}")
+        sectors = f", {self.sector_bytes} B in sectors" if self.sector_bytes >= 0 else ""
+        why = f" ({'; '.join(self.coalescing)})" if self.coalescing else ""
+        return (f"{'x'.join(map(str, self.sizes))}: {self.traffic_bytes} B{sectors}, {self.blocks} tiles, "
+                f"{self.staged_bytes} B staged per tile{'' if self.feasible else ' (over the limits)'}{why}")
 
 
 def _pow2_upto(n: int, lo: int = 1) -> list[int]:
@@ -105,6 +127,7 @@ class TileSearch:
         self.log: list[str] = []
         self._counts: dict[tuple, tuple] = {}
         self._sizes: dict[str, int] = {}
+        self._steps: dict[tuple, list[AccessSteps]] = {}
         self.ranked: dict[frozenset[str], tuple[Candidate, ...]] = {}
 
     def __call__(self, node: isl.ScheduleNode, n_par: int, default: tuple[int, ...]) -> tuple[int, ...]:
@@ -119,7 +142,14 @@ class TileSearch:
             return default
         best = ranked[0]
         self.ranked[frozenset(self._statements(node))] = tuple(ranked)
-        self.log.append(f"tile search for {', '.join(self._statements(node))}: chose {best.describe()}")
+        line = f"tile search for {', '.join(self._statements(node))}: chose {best.describe()}"
+        by_bytes = min(ranked, key=lambda c: (ranked.index(c) if c.traffic_bytes == best.traffic_bytes else len(ranked),
+                                              c.traffic_bytes))
+        if self.target == "cuda" and by_bytes.traffic_bytes < best.traffic_bytes:
+            line += f"; by bytes alone {by_bytes.describe()}"
+        elif self.target == "cuda" and best.coalescing:
+            line += "; sector bytes = bytes x sectors moved per useful byte (coalescing)"
+        self.log.append(line)
         return best.sizes
 
     # -- evaluation -----------------------------------------------------------------------------------
@@ -130,8 +160,9 @@ class TileSearch:
             domain = self._one_launch(node)
             tm = tile_map_at(tile_band(node, sizes), len(sizes))
             counts, tiles = region_counts(self.prog, domain, tm, self.fixed, self.deps, self._private(domain))
-            self._counts[key] = (counts, tiles, count_set(domain))
-        counts, tiles, instances = self._counts[key]
+            boxes = self._boxes(node, len(sizes), domain, tm, counts) if self.target == "cuda" else {}
+            self._counts[key] = (counts, tiles, count_set(domain), boxes)
+        counts, tiles, instances, boxes = self._counts[key]
         domain = node.get_domain()
         traffic = sum((c.read + c.write) * itemsize(self.prog, a) for a, c in counts.items())
         threads = 1
@@ -145,13 +176,85 @@ class TileSearch:
             per_thread = max(1, -(-instances // max(1, tiles * threads)))
             chunk = min(1.0, self.limits.stage_chunk / per_thread)
             reads = self._reads(domain)
-            staged = sum(c.read * itemsize(self.prog, a) for a, c in counts.items() if reads.get(a, 0) > c.read)
+            reused = sorted(a for a, c in counts.items() if reads.get(a, 0) > c.read)
+            staged = sum(counts[a].read * itemsize(self.prog, a) for a in reused)
             staged = int(staged / tiles * chunk)
             feasible = threads <= self.limits.max_threads and staged <= self.limits.shared_memory
-        else:
-            staged = int(sum((c.read + c.write) * itemsize(self.prog, a) for a, c in counts.items()) / tiles)
-            feasible = staged <= self.limits.cache_bytes
+            sectors, staged, why = self._sectors(node, sizes, extents, counts, boxes, reused, staged, chunk)
+            return Candidate(tuple(sizes), traffic, blocks, threads, staged, feasible, sectors, why)
+        staged = int(sum((c.read + c.write) * itemsize(self.prog, a) for a, c in counts.items()) / tiles)
+        feasible = staged <= self.limits.cache_bytes
         return Candidate(tuple(sizes), traffic, blocks, threads, staged, feasible)
+
+    # -- coalescing (CUDA) ----------------------------------------------------------------------------
+
+    def steps(self, node: isl.ScheduleNode, n: int) -> list[AccessSteps]:
+        """How each access of the band's statements walks memory across ``threadIdx.x`` (the band's member
+        ``n - 1``) and ``threadIdx.y`` (member ``n - 2``); the same for every tile shape, so kept per band."""
+        key = (str(node.get_domain()), str(node.band_get_partial_schedule()), n)
+        if key not in self._steps:
+            time, depth = band_time(node)
+            skip = self._private(node.get_domain().intersect_params(self.fixed))
+            y = depth + n - 2 if n >= 2 else None
+            self._steps[key] = access_steps(self.prog, time, depth + n - 1, y, self.fixed, self.params, skip)
+        return self._steps[key]
+
+    def _boxes(self, node: isl.ScheduleNode, n: int, domain: isl.UnionSet, tm: isl.UnionMap,
+               counts) -> dict[str, tuple[int, ...] | None]:
+        """Per array the tile might stage (read more often than its footprint, or accessed transposed):
+        the shape of its per-tile footprint box (``footprint_box.fixed_box``, as the promotion pass sizes
+        its buffer), ``None`` when it has no constant box."""
+        reads = self._reads(domain)
+        transposed = {s.array for s in self.steps(node, n) if s.transposed}
+        out: dict[str, tuple[int, ...] | None] = {}
+        tm = tm.intersect_domain(domain).intersect_params(self.fixed)
+        for x, c in counts.items():
+            if x not in transposed and reads.get(x, 0) <= c.read:
+                continue
+            acc = None
+            for st in self.prog.statements:
+                for a in st.accesses:
+                    if a.array == x:
+                        m = isl.UnionMap.from_map(a.relation)
+                        acc = m if acc is None else acc.union(m)
+            foot = tm.reverse().apply_range(acc.intersect_domain(domain))
+            box = fixed_box(isl.Map.from_union_map(foot)) if not foot.is_empty() else None
+            out[x] = box[1] if box is not None else None
+        return out
+
+    def _sectors(self, node, sizes, extents, counts, boxes, reused, staged, chunk) -> tuple[int, int, tuple[str, ...]]:
+        """``(sector bytes, staged bytes per tile, notes)`` of one shape: which arrays the promotion pass
+        would stage (the reused ones, then the transposed ones whose box rows span a sector, while the
+        budget lasts), and the sector bytes each array costs (``coalescing.array_factor``)."""
+        n = len(sizes)
+        steps = self.steps(node, n)
+        lanes = min(sizes[-1], extents[n - 1] or sizes[-1])
+        rows = min(sizes[-2], extents[n - 2] or sizes[-2], max(1, 32 // lanes)) if n >= 2 else 1
+        left = self.limits.shared_memory - staged
+        widths = {a: boxes[a][-1] for a in reused if boxes.get(a)}
+        why: list[str] = []
+        for a in sorted({s.array for s in steps if s.transposed} - set(reused)):
+            shape, size = boxes.get(a), itemsize(self.prog, a)
+            if not shape or shape[-1] * size < SECTOR_BYTES:
+                continue
+            padded = shape[:-1] + (shape[-1] + 1,) if shape[-1] % 2 == 0 else shape
+            nbytes = int(volume(padded) * size * chunk)
+            if nbytes <= left:
+                left -= nbytes
+                staged += nbytes
+                widths[a] = shape[-1]
+                why.append(f"{a} staged in shared memory (transposed access), copies coalesced")
+        total = 0
+        for a, c in sorted(counts.items()):
+            size = itemsize(self.prog, a)
+            mine = [s for s in steps if s.array == a]
+            factor = array_factor(mine, size, lanes, rows, widths.get(a))
+            total += int((c.read + c.write) * size * factor)
+            if factor > 1 and a not in widths:
+                worst = max(mine, key=lambda s: (abs(s.x), abs(s.y)))
+                why.append(f"{a} in global memory: {float(factor):g}x its bytes in sectors "
+                           f"(step {worst.x} elements along threadIdx.x)")
+        return total, staged, tuple(why)
 
     def _one_launch(self, node: isl.ScheduleNode) -> isl.UnionSet:
         """The instances of the kernel's first launch (the first iteration of the host loops around it):
@@ -222,15 +325,18 @@ class TileSearch:
         return ranked[0] if ranked else None
 
     @staticmethod
-    def _rank(cands: list[Candidate], default: tuple[int, ...], need_blocks: int) -> list[Candidate]:
-        """The feasible candidates, best first."""
+    def _rank(cands: list[Candidate], default: tuple[int, ...], need_blocks: int, fill: int = 0) -> list[Candidate]:
+        """The feasible candidates, best first: the fewest blocks short of ``need_blocks``, the least cost
+        (sector bytes on CUDA, bytes on C), the fewest bytes, the most blocks up to ``fill``, the largest
+        tile, the default."""
         ok = [c for c in cands if c.feasible]
 
         def key(c: Candidate):
             size = 1
             for s in c.sizes:
                 size *= s
-            return (max(0, need_blocks - c.blocks), c.traffic_bytes, -size, c.sizes != default)
+            return (max(0, need_blocks - c.blocks), c.cost, c.traffic_bytes, -min(c.blocks, fill), -size,
+                    c.sizes != default)
 
         return sorted(ok, key=key)
 
@@ -254,7 +360,9 @@ class TileSearch:
         min_threads = min(32, _prod(_ceil_pow2(e) for e in ext))
         cands = [self.evaluate(node, sh, extents) for sh in sorted(shapes) if _prod(sh) >= min_threads]
         default = (256,) if n == 1 else (16, 32)[:n]
-        return self._rank(cands, default, self.limits.sms)
+        work = _prod(ext)
+        need = min(self.limits.sms, -(-work // self.limits.fill_threads))
+        return self._rank(cands, default, need, self.limits.sms)
 
     def _c(self, node: isl.ScheduleNode, default: tuple[int, ...], extents: list[int], n_par: int) -> list[Candidate]:
         n = len(default) if node.band_get_permutable() else 1

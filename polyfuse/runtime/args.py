@@ -99,7 +99,7 @@ def bind(program: Program, kwargs: Mapping[str, Any], device_arrays: bool = Fals
         p = missing[0]
         raise ShapeError(f"size {p!r} of {program.name} is not determined by any array shape; pass it as a keyword, e.g. {p}=10")
     _check_context(program, sizes)
-    _check_aliasing(arrays)
+    _check_aliasing(program, arrays)
     return Bound({p: sizes[p] for p in program.params}, arrays, scalars)
 
 
@@ -245,10 +245,16 @@ def _violated(context: isl.Set, sizes: Mapping[str, int]) -> str:
     return " and ".join(broken) or _constraints_text(context)
 
 
-def _check_aliasing(arrays: Mapping[str, np.ndarray]) -> None:
+def _check_aliasing(program: Program, arrays: Mapping[str, np.ndarray]) -> None:
+    """Arguments may share memory only when the program writes neither (two names for one input are
+    harmless: nothing changes under either). Otherwise a write through one name would change what the
+    other reads mid-run, which the schedule did not account for; copying silently would hide an in-place
+    output from the caller, so it is an error."""
     names = list(arrays)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
+            if program.arrays[a].role == "input" and program.arrays[b].role == "input":
+                continue
             if _overlap(arrays[a], arrays[b]):
                 raise ShapeError(f"arguments {a!r} and {b!r} share memory; pass distinct arrays (e.g. {b}=...copy())")
 

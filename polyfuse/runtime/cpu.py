@@ -3,7 +3,14 @@
 All use of the C compiler and of ctypes is here. Shared libraries go through the compile cache
 (:mod:`polyfuse.runtime.cache`), so a program compiled once is loaded from disk by later processes.
 The compiler is ``$CC`` when set, else ``cc``; the flags are ``-O3 -march=native -fopenmp -shared -fPIC
--std=c99``, minus ``-march=native`` where the compiler rejects it (probed once per process).
+-std=c99 -fno-math-errno -fno-trapping-math``, minus ``-march=native`` where the compiler rejects it (probed
+once per process).
+
+The last two let GCC vectorise loops that call the math functions of :mod:`polyfuse.codegen.c_math` or
+``sqrt``, and loops with selects: ``-fno-math-errno`` because nothing reads ``errno``, and
+``-fno-trapping-math`` because nothing reads the floating-point exception flags (with trapping math GCC
+will not if-convert a float comparison, so every select stays a branch). Neither changes a computed value:
+NaN, infinities and signed zeros keep their IEEE semantics, unlike ``-ffast-math``.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError, RuntimeUnavailable
 from polyfuse.runtime.cache import cache_dir, cache_key, cached_artifact
 
-BASE_FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC", "-std=c99")
+BASE_FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC", "-std=c99", "-fno-math-errno", "-fno-trapping-math")
 NATIVE_FLAG = "-march=native"
 LINK_FLAGS = ("-lm",)
 LIBRARY_SUFFIX = ".so"

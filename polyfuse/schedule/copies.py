@@ -5,9 +5,11 @@ second access) whose instances are named by the prefix ``p`` of the node it is g
 coordinates. An extension node (``ScheduleNode.from_extension``) maps ``p`` to those instances, so the AST
 build prints and indexes copies like any statement.
 
-* shared: ``copy_X[p, e]: X_shared[e - off(p)] = X[e]`` over ``box(p) & extent(X)``, under a ``block``
-  mark a thread band ``(e_d - off_d(p)) mod B_m`` on the last array dims (innermost dim <->
-  ``threadIdx.x``, so consecutive threads read consecutive addresses), the rest as sequential loops;
+* shared: ``copy_X[p, e]: X_shared[e - off(p)] = X[e]`` over ``box(p) & extent(X)`` (a read-only array)
+  or over the elements the tile reads before writing them (a written one), and the copy-out
+  ``copyout_X[p, e]: X[e] = X_shared[e - off(p)]`` over exactly the elements the tile writes; under a
+  ``block`` mark a thread band ``(e_d - off_d(p)) mod B_m`` on the last array dims (innermost dim <->
+  ``threadIdx.x``, so consecutive threads touch consecutive global addresses), the rest as sequential loops;
 * registers: ``load_X_reg[q]: X_reg = X[f(q)]`` before and ``store_X_reg[q]: X[f(q)] = X_reg`` after.
 """
 
@@ -23,8 +25,9 @@ from polyfuse.schedule.kernel_tree import diag, prefix_map, root
 from polyfuse.schedule.model import BLOCK_MARK
 
 
-def copy_statement(name: str, box: isl.Map, offset: isl.MultiAff, x: str, buf: str, dtype):
-    """The extension map, the copy statement ``name[p, e]: buf[e - off(p)] = x[e]`` and its local index map."""
+def copy_statement(name: str, box: isl.Map, offset: isl.MultiAff, x: str, buf: str, dtype, out: bool = False):
+    """The extension map, the copy statement ``name[p, e]: buf[e - off(p)] = x[e]`` for ``e`` in ``box(p)``
+    (``out``: the copy-out ``x[e] = buf[e - off(p)]``) and its local index map ``e - off(p)``."""
     dom = box.wrap().flatten().set_tuple_name(name)
     ext = box.domain_map().reverse().flatten_range().set_tuple_name(isl.dim_type.out, name)
     read = box.range_map().flatten_domain().set_tuple_name(isl.dim_type.in_, name)
@@ -32,26 +35,44 @@ def copy_statement(name: str, box: isl.Map, offset: isl.MultiAff, x: str, buf: s
     off = isl.PwMultiAff.from_multi_aff(offset).pullback_pw_multi_aff(isl.PwMultiAff.from_map(to_p))
     local = isl.PwMultiAff.from_map(read).sub(off).intersect_domain(dom)
     write = isl.Map.from_pw_multi_aff(local.set_tuple_id(isl.dim_type.out, isl.Id(buf)))
-    st = Statement(name, dom, (Access(buf, "write", write), Access(x, "read", read.intersect_domain(dom))), 0, "=", Read(1, dtype), 0, name)
+    read = read.intersect_domain(dom)
+    accesses = (Access(x, "write", read), Access(buf, "read", write)) if out else (Access(buf, "write", write), Access(x, "read", read))
+    st = Statement(name, dom, accesses, 0, "=", Read(1, dtype), 0, name)
     return isl.UnionMap.from_map(ext), st, local
 
 
-def shared_copy_tree(ext: isl.UnionMap, local: isl.PwMultiAff, n: int, sizes: Sequence[int]) -> isl.ScheduleNode:
+def lanes(local: isl.PwMultiAff, shape: Sequence[int], sizes: Sequence[int]) -> list[isl.PwAff]:
+    """The box index a copy maps to threads: ``local`` (``e - off(p)``, within ``shape``) itself, or, when
+    a row of the box is narrower than the block (``shape[-1] < B_x``, dividing it), ``f = B_x / shape[-1]``
+    consecutive rows folded into one of ``B_x`` lanes, ``(l_{r-2} div f, (l_{r-2} mod f) * shape[-1] +
+    l_{r-1})``, so that every ``threadIdx.x`` works and a warp still covers whole row segments."""
+    parts = [local.get_pw_aff(d) for d in range(local.dim(isl.dim_type.out))]
+    bx, width = sizes[-1], shape[-1]
+    if len(parts) < 2 or width >= bx or bx % width:
+        return parts
+    f = isl.Val.int_from_si(local.get_ctx(), bx // width)
+    outer, inner = parts[-2], parts[-1]
+    row = outer.mod_val(f).scale_val(isl.Val.int_from_si(local.get_ctx(), width)).add(inner)
+    return [*parts[:-2], outer.scale_down_val(f).floor(), row]
+
+
+def shared_copy_tree(ext: isl.UnionMap, parts: Sequence[isl.PwAff], n: int, sizes: Sequence[int]) -> isl.ScheduleNode:
     """The root of the tree to graft for a shared copy: extension -> ``block`` mark -> thread band of ``n``
-    coincident members (block sizes ``sizes``, outermost first) -> sequential band."""
+    coincident members (block sizes ``sizes``, outermost first) -> sequential band, over the box index
+    ``parts`` (:func:`lanes`)."""
     graft = isl.ScheduleNode.from_extension(ext).child(0)
-    graft = graft.insert_partial_schedule(_seq_band(local, n, sizes))
-    graft = graft.insert_partial_schedule(_thread_band(local, n, sizes))
+    graft = graft.insert_partial_schedule(_seq_band(parts, n, sizes))
+    graft = graft.insert_partial_schedule(_thread_band(parts, n, sizes))
     for m in range(n):
         graft = graft.band_member_set_coincident(m, 1)
     graft = graft.insert_mark(isl.Id(BLOCK_MARK))
     return root(graft)
 
 
-def copy_threads(dom: isl.Set, depth: int, local: isl.PwMultiAff, n: int, sizes: Sequence[int]) -> isl.UnionMap:
+def copy_threads(dom: isl.Set, depth: int, parts: Sequence[isl.PwAff], n: int, sizes: Sequence[int]) -> isl.UnionMap:
     """copy instance -> (its prefix ``p``, its thread coordinates): who runs each copy instance."""
     threads = prefix_map(dom, depth)
-    for pa in _thread_members(local, n, sizes):
+    for pa in _thread_members(parts, n, sizes):
         threads = threads.flat_range_product(isl.Map.from_pw_aff(pa))
     return isl.UnionMap.from_map(threads)
 
@@ -83,29 +104,29 @@ def _product(parts: Sequence[isl.MultiUnionPwAff]) -> isl.MultiUnionPwAff:
     return out
 
 
-def _thread_members(local: isl.PwMultiAff, n: int, sizes: Sequence[int]) -> list[isl.PwAff]:
-    """``(e_d - off_d) mod B_m`` on the last ``n`` array dims (padded with 0 in front)."""
-    r = local.dim(isl.dim_type.out)
-    zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(local.get_domain_space())).intersect_domain(local.domain())
+def _thread_members(parts: Sequence[isl.PwAff], n: int, sizes: Sequence[int]) -> list[isl.PwAff]:
+    """``(l_d) mod B_m`` on the last ``n`` box dims (padded with 0 in front)."""
+    r = len(parts)
+    zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(parts[0].get_domain_space())).intersect_domain(parts[0].domain())
     out = []
     for m in range(n):
         d = r - n + m
-        out.append(zero if d < 0 else local.get_pw_aff(d).mod_val(isl.Val.int_from_si(local.get_ctx(), sizes[m])))
+        out.append(zero if d < 0 else parts[d].mod_val(isl.Val.int_from_si(parts[0].get_ctx(), sizes[m])))
     return out
 
 
-def _thread_band(local: isl.PwMultiAff, n: int, sizes: Sequence[int]) -> isl.MultiUnionPwAff:
-    return _product([_member(pa) for pa in _thread_members(local, n, sizes)])
+def _thread_band(parts: Sequence[isl.PwAff], n: int, sizes: Sequence[int]) -> isl.MultiUnionPwAff:
+    return _product([_member(pa) for pa in _thread_members(parts, n, sizes)])
 
 
-def _seq_band(local: isl.PwMultiAff, n: int, sizes: Sequence[int]) -> isl.MultiUnionPwAff:
-    """The leading array dims, then ``floor((e_d - off_d) / B_m)`` of the thread-mapped ones."""
-    r = local.dim(isl.dim_type.out)
-    parts = []
+def _seq_band(parts: Sequence[isl.PwAff], n: int, sizes: Sequence[int]) -> isl.MultiUnionPwAff:
+    """The leading box dims, then ``floor(l_d / B_m)`` of the thread-mapped ones."""
+    r = len(parts)
+    out = []
     for d in range(r):
-        pa = local.get_pw_aff(d)
+        pa = parts[d]
         m = d - (r - n)
         if m >= 0:
-            pa = pa.scale_down_val(isl.Val.int_from_si(local.get_ctx(), sizes[m])).floor()
-        parts.append(_member(pa))
-    return _product(parts)
+            pa = pa.scale_down_val(isl.Val.int_from_si(pa.get_ctx(), sizes[m])).floor()
+        out.append(_member(pa))
+    return _product(out)

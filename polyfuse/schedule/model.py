@@ -16,6 +16,14 @@ when and where it runs. The tree follows these conventions, which are the whole 
   the band whose first ``len(kernel.block)`` members map to ``threadIdx`` likewise. Loops below those are
   sequential inside a thread. Each mapped loop runs ``0 <= v < extent`` and the printer guards partial
   tiles.
+* **Cooperative rows** (CUDA, ``rows.py``): a kernel may instead be ``kernel`` -> ``grid`` -> row band
+  (untiled: one row per block; ``Kernel.block`` is the number of threads) -> sequence of *phases*. A phase
+  without marks runs in every thread of the block. A mark named ``"cyclic"`` sits above a one-member band
+  whose loop the block's threads share cyclically: ``for (j = lo + threadIdx.x; j <= hi; j += blockDim.x)``
+  (a statement whose ``cyclic`` loop isl did not print runs in thread 0). A mark named ``"reduce"`` above
+  it carries a tuple of ``rows.RowReduction`` (a register array and its operator): threads other than 0
+  start each from the operator's identity, and after the loop a block-wide reduction gives every thread
+  the combined value. A mark named ``"sync"`` above a phase puts a ``__syncthreads()`` before it.
 * Arrays in ``contracted`` get no global buffer: each is a per-thread private scalar (C: declared inside the
   parallel loop body; CUDA: a register). The scheduler contracts an array only when every value written is
   read by the same thread before the next write, and nothing reads it after the program.
@@ -38,6 +46,9 @@ KERNEL_MARK = "kernel"
 PARALLEL_MARK = "parallel"
 GRID_MARK = "grid"
 BLOCK_MARK = "block"
+CYCLIC_MARK = "cyclic"
+REDUCE_MARK = "reduce"
+SYNC_MARK = "sync"
 
 
 @dataclass(frozen=True)
@@ -61,7 +72,8 @@ class Kernel:
 class Buffer:
     """A promoted copy of (part of) an array: ``space`` is ``"shared"`` (a ``__shared__`` array of
     ``shape`` per thread block) or ``"register"`` (one element per thread, ``shape == ()``). ``reuse`` is
-    the number of accesses per copied element in one tile (0 when not counted)."""
+    the number of accesses per copied element in one tile (0 when not counted); ``why``, when given, is
+    what ``explain()`` says of it (a register window names its registers there)."""
 
     name: str
     array: str
@@ -70,6 +82,7 @@ class Buffer:
     shape: tuple[int, ...]
     dtype: Any
     reuse: float = 0.0
+    why: str = ""
 
     @property
     def nbytes(self) -> int:
@@ -155,7 +168,7 @@ class Schedule:
             where = f"shared {b.name}[{']['.join(map(str, b.shape))}] ({b.nbytes} bytes)" if b.space == "shared" else f"register {b.name}"
             why = f"reused {b.reuse:g}x per tile across threads" if b.space == "shared" and b.reuse else (
                 "read by several threads of a block" if b.space == "shared" else "one element per thread, reused in its sequential loop")
-            lines.append(f"  {b.kernel}: promoted {b.array} to {where}: {why}")
+            lines.append(f"  {b.kernel}: promoted {b.array} to {where}: {b.why or why}")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
 

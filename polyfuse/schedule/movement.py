@@ -11,18 +11,29 @@ Per CUDA kernel (``kernel`` -> ``grid`` -> tile band -> ``block`` -> point band 
    (gemm's ``k``), it is tiled by ``K_TILE`` and its tile loop moved above the thread band:
    ``it, jt -> kt -> [block] ii, jj -> kk`` with ``k = K_TILE*kt + kk, 0 <= kk < K_TILE``. This is
    rectangular tiling of a permutable band, so legal; ``check_schedule`` re-checks it.
-2. **Shared memory** (``promotion.py``), at the ``block`` mark (prefix ``p`` = host dims, tile coordinates,
-   ``kt``): a read-only array whose elements are read by several threads for one ``p`` gets a buffer the
-   size of its per-tile footprint box (``footprint_box.py``), filled by a copy statement over
-   ``box(p) & extent(X)`` whose thread band reads consecutive addresses with consecutive threads
-   (``copies.py``); compute accesses are redirected to the buffer.
-3. **Barriers** (``barriers.py``) from the dependences on the buffers: ``sync`` before the compute when the
-   flow dependence copy -> compute (same ``p``) joins different threads; ``sync`` after the compute when
-   the anti dependence compute -> copy of a later ``p`` of the same block (next ``kt``) joins different
-   threads. Barriers sit at the level of the ``kt`` loop, outside every thread guard.
+2. **Shared memory** (``shared.py``), at the ``block`` mark (prefix ``p`` = host dims, tile coordinates,
+   ``kt``): an array gets a buffer the size of its per-tile footprint box (``footprint_box.py``) when
+   several threads of the block touch one of its elements for one ``p`` (reuse), or when neighbouring
+   ``threadIdx.x`` touch elements that differ outside the innermost dimension (a transposed, uncoalesced
+   access, ``access_patterns.py``); by reuse, within the shared-memory budget. Compute accesses are
+   redirected to the buffer (its innermost dimension padded by one when the compute walks it transposed,
+   against bank conflicts). Copy statements (``copies.py``) move data with consecutive threads on
+   consecutive global addresses: a **copy-in** before the compute (read-only array: ``box(p) &
+   extent(X)``; written array: exactly the elements read before being written in the tile) and, for a
+   written array, a **copy-out** after it of exactly the elements the tile writes.
+3. **Barriers** (``barriers.py``) from the dependences between the phases copy-in, compute, copy-out on
+   the buffers (and, between copies, on the global array): a ``sync`` between two phases of one ``p``
+   whose instances on different threads touch one element, one writing (copy -> compute flow, compute ->
+   copy-out flow), and between a phase of ``p`` and one of a later ``p`` of the same block (the next
+   ``kt``: anti dependences on a reused buffer); the fewest barriers meeting all of them. Barriers sit at
+   the level of the ``kt`` loop, outside every thread guard.
 4. **Registers** (``promotion.py``), below the thread band: an array of which each thread iteration
    touches exactly one element, touched by no other thread, and accessed more than once (an accumulator
-   ``C[i,j] += ...`` over ``kk``) is loaded into ``X_reg_kN`` before and stored after.
+   ``C[i,j] += ...`` over ``kk``) is loaded into ``X_reg_kN`` before (unless written before any read) and
+   stored after (when written).
+
+Everything added is a statement of ``Promotion.statements`` in ``Promotion.tree``; the compute tree
+(``Schedule.tree``, what ``check_schedule`` and the traffic model see) is unchanged by steps 2-4.
 """
 
 from __future__ import annotations

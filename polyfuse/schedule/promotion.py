@@ -1,17 +1,15 @@
 """Deciding what to promote in a CUDA kernel, and rewriting the compute to use it (steps 2 and 4 of the
 data-movement pass; ``movement.py`` runs it and states the whole scheme).
 
-* **Shared memory**, at the ``block`` mark (prefix ``p`` = host dims, tile coordinates, ``kt``): an array
-  read (never written) in the kernel whose elements are read by more than one thread for one ``p`` (an
-  exact isl test: ``R o R^-1`` minus the identity is not empty, ``R`` = thread -> element) gets the
-  buffer ``X_shared_kN[s0]..[sr]``, ``s`` the sizes of the per-tile footprint box ``F = P^-1 o Acc``
-  (``footprint_box.py``) whose offset ``off(p)`` is affine in ``p``. Compute accesses become
-  ``X_shared[acc(i) - off(P(i))]``; the copy statement comes from ``copies.py``, the barriers it needs
-  from ``barriers.py``. Arrays are taken in order of reuse (accesses per footprint element in one tile)
-  while the buffers fit ``budget`` bytes.
+* **Shared memory**, at the ``block`` mark: ``shared.py`` (reuse across threads, or uncoalesced accesses;
+  copy-in, copy-out and barriers).
 * **Registers**, below the thread band (prefix ``q`` = ``p``, thread coordinates): an array of which each
   ``q`` touches exactly one element, touched by no other thread, and accessed more than once per ``q``
-  (an accumulator ``C[i,j] += ...`` over ``kk``) is loaded into ``X_reg_kN`` before and stored after.
+  (an accumulator ``C[i,j] += ...`` over ``kk``) is loaded into ``X_reg_kN`` before (unless every read
+  of it in ``q`` follows a write in ``q``) and stored after (when written).
+
+:class:`KernelWork` holds what both share for one kernel: the statements rewritten so far, the buffers,
+fresh names, and the access maps of the kernel's statements.
 """
 
 from __future__ import annotations
@@ -21,14 +19,16 @@ from collections.abc import Mapping, Sequence
 
 import islpy as isl
 
-from polyfuse.analysis.checks import array_extent
 from polyfuse.ir.program import Access, Program, Statement
+from polyfuse.schedule.access_patterns import live_in_reads
 from polyfuse.schedule.bands import T
-from polyfuse.schedule.barriers import barriers_needed, sync_statement
-from polyfuse.schedule.copies import copy_statement, copy_threads, register_copy, shared_copy_tree
-from polyfuse.schedule.footprint_box import box_map, fixed_box, volume
-from polyfuse.schedule.kernel_tree import count_kernels, grid_end, identity, kernel_mark, kernel_parts, root, tile_band_above
+from polyfuse.schedule.barriers import sync_statement
+from polyfuse.schedule.copies import register_copy
+from polyfuse.schedule.kernel_tree import count_kernels, identity, kernel_mark, kernel_parts, root, tile_band_above
 from polyfuse.schedule.model import KERNEL_MARK, Buffer, Kernel, Promotion
+from polyfuse.schedule.registers import apply_windows, plan_windows
+from polyfuse.schedule.shared import promote_shared, shared_arrays
+from polyfuse.schedule.shared import shared_candidates as _shared_candidates
 
 DEFAULT_SHARED_BYTES = 48 * 1024
 REPRESENTATIVE_SIZE = 1024  # size of params without a value when counting reuse
@@ -57,12 +57,18 @@ def promote(
         parts = kernel_parts(mark)
         if parts is None or not isinstance(kernel, Kernel):
             continue
-        work = _KernelWork(prog, kernel, n, contracted, statements)
+        work = KernelWork(prog, kernel, n, contracted, statements)
         work.sizes = dict(sizes or {})
+        rest = _rest_schedule(parts[1])  # before register copies are grafted below the thread band
         if registers:
+            windows = plan_windows(work, parts[1])  # analysed before anything is grafted
+            if windows:
+                staged = shared_arrays(work, parts[1], budget, rest)
+                windows = [w for w in windows if w.array not in staged]
             tree = work.registers(parts[1])
+            tree = apply_windows(work, tree, n, windows)
             parts = kernel_parts(kernel_mark(tree, n))
-        tree = work.shared(parts[1], budget)
+        tree = promote_shared(work, parts[1], budget, rest)
         if work.buffers:
             buffers.extend(work.buffers)
             barriers.extend(work.barriers)
@@ -79,13 +85,15 @@ def promote(
 def shared_candidates(prog: Program, kernel: Kernel, contracted: frozenset[str], block: isl.ScheduleNode) -> list[str]:
     """Arrays read (never written) in ``kernel`` of which one tile's threads read some element twice
     (``block``: its ``block`` mark)."""
-    return _KernelWork(prog, kernel, 0, contracted, {}).shared_candidates(block)
+    return _shared_candidates(KernelWork(prog, kernel, 0, contracted, {}), block)
 
 
 # ----- one kernel -------------------------------------------------------------------------------------
 
 
-class _KernelWork:
+class KernelWork:
+    """One kernel's promotion work (shared by ``shared.py`` and the register promotion below)."""
+
     def __init__(self, prog: Program, kernel: Kernel, index: int, contracted, statements: dict[str, Statement]):
         self.prog = prog
         self.kernel = kernel
@@ -100,115 +108,60 @@ class _KernelWork:
     def stmt(self, name: str) -> Statement:
         return self.statements.get(name) or self.prog.statement(name)
 
-    def _names(self, domain: isl.UnionSet) -> list[str]:
+    def names(self, domain: isl.UnionSet) -> list[str]:
+        """The program statements (not copies) with instances in ``domain``."""
         out: list[str] = []
         domain.foreach_set(lambda s: out.append(s.get_tuple_name()))
         return [n for n in out if n in {s.name for s in self.prog.statements}]
 
-    def _access(self, names: Sequence[str], array: str, kinds=("read", "write", "update")) -> isl.UnionMap:
-        acc = None
+    def accesses(self, names: Sequence[str], array: str, kinds=("read", "write", "update")) -> list[isl.UnionMap]:
+        """One map (instance -> element, on the statement's domain) per access of ``array`` of ``kinds``."""
+        out = []
         for n in names:
             st = self.stmt(n)
-            for a in st.accesses:
-                if a.array == array and a.kind in kinds:
-                    m = isl.UnionMap.from_map(a.relation.intersect_domain(st.domain))
-                    acc = m if acc is None else acc.union(m)
-        return acc
+            out.extend(isl.UnionMap.from_map(a.relation.intersect_domain(st.domain)) for a in st.accesses
+                       if a.array == array and a.kind in kinds)
+        return out
 
-    def _arrays(self, names: Sequence[str]) -> list[str]:
+    def access(self, names: Sequence[str], array: str, kinds=("read", "write", "update")) -> isl.UnionMap | None:
+        """The union of :meth:`accesses` (``None`` when there is none)."""
+        out = None
+        for m in self.accesses(names, array, kinds):
+            out = m if out is None else out.union(m)
+        return out
+
+    def to_buffers(self, names: Sequence[str], buffers: set[str], kinds) -> isl.UnionMap | None:
+        """instance -> element of any of ``buffers`` accessed with ``kinds`` (after the rewrites)."""
+        out = None
+        for b in sorted(buffers):
+            m = self.access(names, b, kinds)
+            if m is not None:
+                out = m if out is None else out.union(m)
+        return out
+
+    def arrays(self, names: Sequence[str]) -> list[str]:
+        """Arrays of ``names`` that may be promoted: with a global buffer (not contracted) and a dimension."""
         seen = dict.fromkeys(a.array for n in names for a in self.stmt(n).accesses)
         return [x for x in seen if x in self.prog.arrays and x not in self.contracted and self.prog.arrays[x].ndim > 0]
 
-    def _name(self, base: str) -> str:
+    def fresh(self, base: str) -> str:
+        """``base``, made unique among arrays and statements."""
         taken = set(self.prog.arrays) | {s.name for s in self.prog.statements} | set(self.statements)
         name = base
         while name in taken:
             name += "_"
         return name
 
-    # -- shared memory ----------------------------------------------------------------------------------
+    # -- shared by both ----------------------------------------------------------------------------------
 
-    def shared(self, block: isl.ScheduleNode, budget: int) -> isl.Schedule:
-        point = block.child(0)
-        n = point.band_n_member()
-        if len(self.block_sizes) != n:
-            return block.get_schedule()
-        domain = block.get_domain()
-        names = self._names(domain)
-        prefix = block.get_prefix_schedule_union_map().intersect_domain(domain)
-        depth = block.get_schedule_depth()
-        grid_depth = grid_end(block)
-        thread = prefix.flat_range_product(point.band_get_partial_schedule_union_map())
-        candidates = []
-        for x in self.shared_candidates(block):
-            acc = self._access(names, x)
-            foot = isl.Map.from_union_map(prefix.reverse().apply_range(acc))
-            box = fixed_box(foot)
-            if box is None:
-                continue
-            offset, shape = box
-            nbytes = volume(shape) * self.prog.arrays[x].dtype.numpy().itemsize
-            reuse = self._reuse(names, x, prefix, foot)
-            candidates.append((reuse, x, acc, foot, offset, shape, nbytes))
-        candidates.sort(key=lambda c: -c[0])
-        used = 0
-        node = block
-        copies: list[tuple[str, isl.UnionMap, isl.UnionMap, isl.UnionMap]] = []
-        for reuse, x, acc, foot, offset, shape, nbytes in candidates:
-            if used + nbytes > budget:
-                continue
-            used += nbytes
-            buf = self._name(f"{x}_shared_{self.tag}")
-            arr = self.prog.arrays[x]
-            self.buffers.append(Buffer(buf, x, self.kernel.name, "shared", shape, arr.dtype, reuse))
-            off = isl.PwMultiAff.from_multi_aff(offset)
-            self._rewrite(names, x, buf, lambda s: off.pullback_pw_multi_aff(_pma(prefix, s)))
-            box = box_map(foot.domain(), offset, shape).intersect_range(array_extent(arr, self.prog.params))
-            box = box.intersect_params(self.prog.context)
-            copy = self._name(f"copy_{buf}")
-            ext, cst, local = copy_statement(copy, box, offset, x, buf, arr.dtype)
-            self.statements[copy] = cst
-            node = node.graft_before(shared_copy_tree(ext, local, n, self.block_sizes))
-            threads = copy_threads(cst.domain, depth, local, n, self.block_sizes)
-            copies.append((buf, isl.UnionMap.from_map(cst.accesses[0].relation), cst.domain, threads))
-        if not copies:
-            return node.get_schedule()
-        reads = None
-        for buf, *_ in copies:
-            r = self._access(names, buf)
-            reads = r if reads is None else reads.union(r)
-        sync_before, sync_after = barriers_needed(copies, reads, prefix, thread, depth, n, grid_depth)
-        prefixes = prefix.range()
-        if sync_before:
-            node = node.graft_before(root(self._sync(prefixes)))
-        if sync_after:
-            node = node.graft_after(root(self._sync(prefixes)))
-        return node.get_schedule()
-
-    def shared_candidates(self, block: isl.ScheduleNode) -> list[str]:
-        """Arrays read (never written) in the kernel of which one tile's threads read some element twice."""
-        point = block.child(0)
-        domain = block.get_domain()
-        names = self._names(domain)
-        prefix = block.get_prefix_schedule_union_map().intersect_domain(domain)
-        thread = prefix.flat_range_product(point.band_get_partial_schedule_union_map())
-        dim = block.get_schedule_depth() + point.band_n_member()
-        out = []
-        for x in self._arrays(names):
-            if self._access(names, x, ("write", "update")) is not None:
-                continue  # only read-only arrays go to shared memory (no copy-out)
-            r = thread.reverse().apply_range(self._access(names, x))
-            if not r.apply_range(r.reverse()).subtract(isl.UnionMap.from_map(identity(dim))).is_empty():
-                out.append(x)
-        return out
-
-    def _sync(self, prefixes: isl.UnionSet) -> isl.ScheduleNode:
-        name = self._name(f"sync_{self.tag}_{len(self.barriers)}")
+    def sync(self, prefixes: isl.UnionSet) -> isl.ScheduleNode:
+        """A new barrier statement over ``prefixes``; returns the extension node to graft."""
+        name = self.fresh(f"sync_{self.tag}_{len(self.barriers)}")
         self.statements[name], node = sync_statement(name, prefixes)
         self.barriers.append(name)
         return node
 
-    def _reuse(self, names, x, prefix: isl.UnionMap, foot: isl.Map) -> float:
+    def reuse(self, names, x, prefix: isl.UnionMap, foot: isl.Map) -> float:
         """Accesses per footprint element in one (the first) tile; 0 when it cannot be counted."""
         try:
             fixed = isl.Set.universe(self.prog.context.get_space().params())
@@ -234,7 +187,8 @@ class _KernelWork:
         except (isl.Error, ValueError):
             return 0.0
 
-    def _rewrite(self, names, x: str, buf: str, offset_of) -> None:
+    def rewrite(self, names, x: str, buf: str, offset_of) -> None:
+        """Redirect every access of ``x`` in ``names`` to ``buf[acc - offset_of(statement)]``."""
         for nm in names:
             st = self.stmt(nm)
             if not any(a.array == x for a in st.accesses):
@@ -255,14 +209,15 @@ class _KernelWork:
         if node.get_type() == T.leaf:
             return node.get_schedule()
         domain = node.get_domain()
-        names = self._names(domain)
+        names = self.names(domain)
         q = node.get_prefix_schedule_union_map().intersect_domain(domain)
         tile = tile_band_above(block)
         phys = tile.get_prefix_schedule_union_map().intersect_domain(domain).flat_range_product(
             tile.band_get_partial_schedule_union_map()).flat_range_product(point.band_get_partial_schedule_union_map())
         nphys = tile.get_schedule_depth() + tile.band_n_member() + point.band_n_member()
-        for x in self._arrays(names):
-            acc = self._access(names, x)
+        time = q.flat_range_product(node.get_subtree_schedule_union_map().intersect_domain(domain))
+        for x in self.arrays(names):
+            acc = self.access(names, x)
             if acc is None:
                 continue
             users = acc.domain()
@@ -277,16 +232,19 @@ class _KernelWork:
             r = phys.reverse().apply_range(acc)
             if not r.apply_range(r.reverse()).subtract(isl.UnionMap.from_map(identity(nphys))).is_empty():
                 continue  # another thread touches the same element
-            written = self._access(names, x, ("write", "update")) is not None
+            writes = self.access(names, x, ("write", "update"))
+            # no load when every read of the element in its thread iteration follows a write of it there
+            live = writes is None or live_in_reads(self.accesses(names, x, ("read", "update")), writes, time, q) is not None
             arr = self.prog.arrays[x]
-            reg = self._name(f"{x}_reg_{self.tag}")
+            reg = self.fresh(f"{x}_reg_{self.tag}")
             self.buffers.append(Buffer(reg, x, self.kernel.name, "register", (), arr.dtype, 0.0))
             self._rewrite_scalar(names, x, reg)
             fmap = isl.Map.from_union_map(foot)
-            load = self._name(f"load_{reg}")
-            node = node.graft_before(root(self._reg_copy(load, fmap, reg, x, arr.dtype, into_register=True)))
-            if written:
-                store = self._name(f"store_{reg}")
+            if live:
+                load = self.fresh(f"load_{reg}")
+                node = node.graft_before(root(self._reg_copy(load, fmap, reg, x, arr.dtype, into_register=True)))
+            if writes is not None:
+                store = self.fresh(f"store_{reg}")
                 node = node.graft_after(root(self._reg_copy(store, fmap, reg, x, arr.dtype, into_register=False)))
         return node.get_schedule()
 
@@ -319,5 +277,9 @@ class _KernelWork:
 # ----- helpers ----------------------------------------------------------------------------------------
 
 
-def _pma(prefix: isl.UnionMap, st: Statement) -> isl.PwMultiAff:
-    return isl.PwMultiAff.from_map(isl.Map.from_union_map(prefix.intersect_domain(isl.UnionSet.from_set(st.domain))))
+def _rest_schedule(block: isl.ScheduleNode) -> isl.UnionMap | None:
+    """The schedule of the subtree below the point band under ``block`` (``None`` when it is a leaf)."""
+    rest = block.child(0).child(0)
+    if rest.get_type() == T.leaf:
+        return None
+    return rest.get_subtree_schedule_union_map()

@@ -22,6 +22,8 @@ of the same temporary are local, which is legal once each iteration gets a priva
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -69,8 +71,17 @@ DEFAULT_ISL_BUDGET = 5_000_000
 """isl operations one call of isl's scheduler may take (``isl_ctx_set_max_operations``) before polyfuse
 gives up on it and falls back to a less ambitious policy (see :class:`IslBudget`)."""
 
-FALLBACK = {"smart": "min", "max": "min", "min": "none"}
-"""The policy tried when isl's scheduler gives no schedule under a policy (``"none"`` needs no isl)."""
+STAGE_FACTOR = 2
+"""A pipeline stage (dependence analysis; one variant's band flags, mapping, tile search, contraction,
+legality check and data movement; the traffic comparison of ``"smart"``) may take this many times the
+scheduler's budget of isl operations (see :meth:`IslBudget.stage`)."""
+
+FALLBACK = {"smart": "min", "max": "min", "min": "none", "none": "sequential"}
+"""The policy tried when isl gives no schedule under a policy. ``"none"`` is the source order with its
+loops analysed for parallelism; ``"sequential"``, the last resort, is the source order run as it is
+written, which needs no isl analysis at all (see ``pf.schedule``)."""
+
+QUOTA_MESSAGE = "maximal number of operations exceeded"
 
 
 class NoIslSchedule(Exception):
@@ -108,24 +119,67 @@ class IslBudget:
             with isl_options(**options):
                 return sc.compute_schedule()
         except isl.Error as e:
-            if "maximal number of operations exceeded" in str(e):
+            if QUOTA_MESSAGE in str(e):
                 raise BudgetExhausted(f"it ran out of its budget of {self.operations} operations") from None
             raise SchedulerFailed(f"it failed ({str(e).split(' in /')[0].split('failed: ')[-1]})") from None
         finally:
             ctx.set_max_operations(saved)
             ctx.reset_operations()
 
-    def fall_back(self, fusion: str, why: NoIslSchedule) -> str:
-        """Record (warn and note) that isl gave no schedule under ``fusion``; the policy to try instead."""
-        instead = FALLBACK[fusion]
-        what = "source order" if instead == "none" else f"fusion={instead!r}"
-        note = f"isl's scheduler gave no schedule under fusion={fusion!r}: {why}; fell back to {what}"
+    @property
+    def stage_operations(self) -> int:
+        """isl operations one pipeline stage may take (0: unbounded)."""
+        return int((self.operations or 0) * STAGE_FACTOR)
+
+    @contextmanager
+    def stage(self, what: str) -> Iterator[None]:
+        """Run one pipeline stage (``what`` names it in messages) under :attr:`stage_operations`.
+
+        isl's operation counter is per context and has no getter, so a stage starts a fresh count and
+        leaves a fresh count to the stage around it: each stage is bounded, and a compilation runs a
+        bounded number of stages. An isl call past the limit fails; the stage raises
+        :class:`BudgetExhausted` for it (whatever the code in between made of the failure).
+        """
+        ctx = isl.DEFAULT_CONTEXT
+        saved = ctx.get_max_operations()
+        ctx.set_max_operations(self.stage_operations)
+        ctx.reset_operations()
+        try:
+            yield
+        except BudgetExhausted:
+            raise
+        except Exception as e:
+            # Not every failure names the quota (a count isl gave up on reads as None), but once the limit is
+            # passed every isl call fails until the count is reset: probe with one.
+            if self.stage_operations and (QUOTA_MESSAGE in str(e) or _over_quota()):
+                raise BudgetExhausted(f"{what} ran out of its budget of {self.stage_operations} isl operations") from None
+            raise
+        finally:
+            ctx.set_max_operations(saved)
+            ctx.reset_operations()
+
+    def fall_back(self, fusion: str, why: NoIslSchedule, stage: bool = False, instead: str | None = None) -> str:
+        """Record (warn and note) that isl gave no schedule under ``fusion`` (``stage``: that a pipeline
+        stage, which ``why`` names, ran out); the policy to try instead (``instead`` if given)."""
+        instead = instead or FALLBACK[fusion]
+        what = {"none": "source order", "sequential": "the source order, run sequentially"}.get(instead, f"fusion={instead!r}")
+        head = str(why) if stage else f"isl's scheduler gave no schedule under fusion={fusion!r}: {why}"
+        note = f"{head}; fell back to {what}"
         if isinstance(why, BudgetExhausted):
             note += " (raise isl_budget= to allow more)"
         if note not in self.notes:
             self.notes.append(note)
             warnings.warn(note, PolyfuseWarning, stacklevel=2)
         return instead
+
+
+def _over_quota() -> bool:
+    """Whether isl's operation counter is past its limit (every isl call fails until it is reset)."""
+    try:
+        isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    except isl.Error as e:
+        return QUOTA_MESSAGE in str(e)
+    return False
 
 
 def isl_tree(

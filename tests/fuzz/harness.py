@@ -136,8 +136,9 @@ _ENTRY = re.compile(r"^void (\w+)\(", re.M)
 
 
 def merged_unit(variants: Sequence[tuple[str, Code]]) -> tuple[str, dict[str, str]]:
-    """One C translation unit holding every variant: the preludes (includes, macros, static helpers, one
-    per line) merged without repeats, each entry point renamed ``<tag>__<entry>``."""
+    """One C translation unit holding every variant: the preludes (includes, macros, static helpers:
+    whole definitions, see :func:`_prelude_items`) merged without repeats, each entry point renamed
+    ``<tag>__<entry>``."""
     prelude: list[str] = []
     bodies: list[str] = []
     names: dict[str, str] = {}
@@ -146,13 +147,38 @@ def merged_unit(variants: Sequence[tuple[str, Code]]) -> tuple[str, dict[str, st
         if m is None or m.group(1) != code.entry:
             raise AssertionError(f"cannot find the entry point {code.entry!r} in the generated C of {tag}")
         head, body = code.text[: m.start()], code.text[m.start():]
-        for line in head.splitlines():
-            if line.strip() and not line.lstrip().startswith(("/*", "*")) and line not in prelude:
-                prelude.append(line)
+        for item in _prelude_items(head):
+            if item not in prelude:
+                prelude.append(item)
         renamed = f"{tag}__{code.entry}"
         names[tag] = renamed
         bodies.append(f"/* ===== {tag} ===== */\n" + body.replace(f"void {code.entry}(", f"void {renamed}(", 1))
     return "\n".join(prelude) + "\n\n" + "\n".join(bodies), names
+
+
+def _prelude_items(head: str) -> list[str]:
+    """The top-level items of a prelude, each whole: a preprocessor line, a ``#if ... #endif`` block, or a
+    declaration or definition up to its closing ``;`` or ``}`` (multi-line helpers share lines such as
+    ``{`` with each other, so merging line by line would tear them apart). Top-level comments are dropped."""
+    items: list[str] = []
+    current: list[str] = []
+    depth = conditional = 0
+    for line in head.splitlines():
+        text = line.strip()
+        if not current and (not text or text.startswith(("/*", "*"))):
+            continue
+        current.append(line)
+        if text.startswith("#if"):
+            conditional += 1
+        elif text.startswith("#endif"):
+            conditional -= 1
+        depth += line.count("{") - line.count("}")
+        if depth == 0 and conditional == 0 and (text.startswith("#") or text.endswith(("}", ";"))):
+            items.append("\n".join(current))
+            current = []
+    if current:
+        items.append("\n".join(current))
+    return items
 
 
 def build_merged(variants: Sequence[tuple[str, Code]]) -> tuple[ctypes.CDLL, dict[str, str]]:

@@ -1,0 +1,74 @@
+"""CUDA printing of cooperative rows (``schedule/rows.py``; the marks are specified in ``schedule/model.py``).
+
+``BLOCK_REDUCE_PRELUDE`` (part of the CUDA prelude) defines one block-wide reduction per operator and
+element type, ``pf_block_<op>_<dtype>``: warp shuffles (``__shfl_xor_sync``), then one partial per warp in
+a ``__shared__`` scratch array of 32 elements; every thread of the block returns the combined value, so
+the row's result is in every thread's register afterwards. It needs ``blockDim.x`` a multiple of 32 (at
+most 1024), which ``rows.block_size`` guarantees, and every thread of the block to call it.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from polyfuse.schedule.model import CYCLIC_MARK, SYNC_MARK
+
+BLOCK_REDUCE_PRELUDE = """
+/* block-wide reductions of cooperative rows (blockDim.x a multiple of 32, at most 1024): warp shuffles,
+   then one partial per warp in shared memory; every thread returns the block's result */
+#define PF_ADD(a, b) ((a) + (b))
+#define PF_MUL(a, b) ((a) * (b))
+#define PF_IMAX(a, b) ((a) > (b) ? (a) : (b))
+#define PF_IMIN(a, b) ((a) < (b) ? (a) : (b))
+#define PF_BLOCK_REDUCE(NAME, T, OP) \\
+__device__ T NAME(T v) \\
+{ \\
+  __shared__ T pf_scratch[32]; \\
+  for (int o = 16; o > 0; o >>= 1) v = OP(v, __shfl_xor_sync(0xffffffffu, v, o)); \\
+  __syncthreads(); \\
+  if (threadIdx.x % 32 == 0) pf_scratch[threadIdx.x / 32] = v; \\
+  __syncthreads(); \\
+  T r = pf_scratch[0]; \\
+  for (unsigned w = 1; w < blockDim.x / 32; w++) r = OP(r, pf_scratch[w]); \\
+  return r; \\
+}
+PF_BLOCK_REDUCE(pf_block_sum_f32, float, PF_ADD)
+PF_BLOCK_REDUCE(pf_block_prod_f32, float, PF_MUL)
+PF_BLOCK_REDUCE(pf_block_max_f32, float, fmaxf)
+PF_BLOCK_REDUCE(pf_block_min_f32, float, fminf)
+PF_BLOCK_REDUCE(pf_block_sum_f64, double, PF_ADD)
+PF_BLOCK_REDUCE(pf_block_prod_f64, double, PF_MUL)
+PF_BLOCK_REDUCE(pf_block_max_f64, double, fmax)
+PF_BLOCK_REDUCE(pf_block_min_f64, double, fmin)
+PF_BLOCK_REDUCE(pf_block_sum_i32, int, PF_ADD)
+PF_BLOCK_REDUCE(pf_block_prod_i32, int, PF_MUL)
+PF_BLOCK_REDUCE(pf_block_max_i32, int, PF_IMAX)
+PF_BLOCK_REDUCE(pf_block_min_i32, int, PF_IMIN)
+"""
+
+IDENTITY = {"sum": "0", "prod": "1", "max": {"f": "(-INFINITY)", "i": "(-2147483647 - 1)"},
+            "min": {"f": "INFINITY", "i": "2147483647"}}
+"""The identity of each reduction operator (by dtype kind: float or int) that threads other than 0 start from."""
+
+
+def print_row_mark(printer, node: isl.AstNode, name: str, depth: int, bound: frozenset[str]) -> None:
+    """Print a ``cyclic``, ``reduce`` or ``sync`` mark of a cooperative-rows kernel and the AST below it
+    (``printer`` is the ``cuda.KernelPrinter``): a loop shared cyclically by the block's threads, the
+    block reduction around it, a barrier before a phase."""
+    pad = "  " * depth
+    if name == SYNC_MARK:
+        printer.lines.append(f"{pad}__syncthreads();  /* another thread of the row touched this data */")
+        printer.emit(node.mark_get_node(), depth, bound)
+    elif name == CYCLIC_MARK:
+        printer.lines.append(f"{pad}/* cyclic: the block's threads share the row loop {printer.cyclic} */")
+        printer._in_cyclic = True
+        printer.emit(node.mark_get_node(), depth, bound)
+        printer._in_cyclic = False
+    else:
+        reductions = node.mark_get_id().user
+        for r in reductions:
+            ident = IDENTITY[r.op] if r.op in ("sum", "prod") else IDENTITY[r.op][r.dtype.name[0]]
+            printer.lines.append(f"{pad}if (threadIdx.x != 0) {r.array} = {ident};  /* {r.statement}: one partial {r.op} per thread */")
+        printer.emit(node.mark_get_node(), depth, bound)
+        for r in reductions:
+            printer.lines.append(f"{pad}{r.array} = pf_block_{r.op}_{r.dtype.name}({r.array});  /* {r.statement}: combine the row */")
