@@ -261,18 +261,24 @@ def test_jacobi_2d_writes_stay_global() -> None:
 WRITTEN = [transpose, transpose_scale, transpose_read, transpose_add, odd_rows]
 
 
-def test_nvcc_compiles_copy_out(tmp_path: Path) -> None:
+def test_nvcc_compiles_copy_out_and_register_windows(tmp_path: Path) -> None:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc is not on PATH")
     variants = [(f"{p.name}_{k}", generate_cuda(schedule(p, target="cuda", **kw)).text)
                 for p in WRITTEN for k, kw in enumerate(({}, {"params": {"N": 1000, "M": 700}, "tile": (8, 16)}))]
     variants.append(("jacobi", generate_cuda(schedule(ex.jacobi_2d, target="cuda", params={"N": 1000, "T": 10})).text))
+    staged = len(variants)  # the register windows below need no barrier
+    variants += [(f"window_{p.name}", generate_cuda(schedule(p, target="cuda", **kw)).text) for p, kw, _, _ in WINDOWS]
+    variants.append(("window_heat_3d", generate_cuda(_heat_3d()).text))
     src = tmp_path / "all.cu"
     src.write_text(_unit(variants))
     out = subprocess.run([nvcc, "-arch=sm_90", "-ptx", "-o", str(tmp_path / "all.ptx"), str(src)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-4000:]
-    assert (tmp_path / "all.ptx").read_text().count("bar.sync") >= len(variants)
+    ptx = (tmp_path / "all.ptx").read_text()
+    assert ptx.count("bar.sync") >= staged
+    for tag, _ in variants:
+        assert f".entry {tag}_" in ptx, f"no kernel of {tag} in the PTX"
 
 
 def test_emulation_of_copy_out_matches_reference(tmp_path: Path) -> None:
@@ -294,3 +300,133 @@ def test_emulation_of_copy_out_matches_reference(tmp_path: Path) -> None:
         for name in prog.arguments:
             if prog.arrays[name].role != "input":
                 np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, err_msg=f"{tag}: {name}")
+
+
+# ----- register windows: per-thread reuse along the thread's innermost sequential loop --------------------
+
+K = pf.params("K")
+
+
+@pf.program(assume="N >= 3 and M >= 3 and K >= 3")
+def laplace_3d(A: pf.f32[N, M, K], B: pf.f32[N, M, K]):
+    """A 7-point Laplacian: i, j map to threads, k runs inside each thread (A[.., k-1..k+1] is its window)."""
+    for i in range(1, N - 1):
+        for j in range(1, M - 1):
+            for k in range(1, K - 1):
+                B[i, j, k] = (A[i, j, k - 1] + A[i, j, k + 1] + A[i - 1, j, k] + A[i + 1, j, k]
+                              + A[i, j - 1, k] + A[i, j + 1, k] - 6.0 * A[i, j, k])
+
+
+@pf.program(assume="M >= 3")
+def row_blur(A: pf.f32[N, M], B: pf.f32[N, M]):
+    """A 3-point stencil along rows; with ``tile=(32,)`` only i maps to threads and j stays in the thread."""
+    for i in range(N):
+        for j in range(1, M - 1):
+            B[i, j] = A[i, j - 1] + 2.0 * A[i, j] + A[i, j + 1]
+
+
+@pf.program(assume="M >= 3")
+def skip_two(A: pf.f32[N, M], B: pf.f32[N, M]):
+    """Reuse distance 2 (offsets 0 and 2), and a value read twice in one iteration."""
+    for i in range(N):
+        for j in range(M - 2):
+            B[i, j] = A[i, j] * A[i, j] - A[i, j + 2]
+
+
+@pf.program(assume="M >= 2")
+def chained_reads(A: pf.f32[N, M], B: pf.f32[N, M]):
+    """Two statements of one iteration share the window (T is contracted to a register)."""
+    T = pf.empty((N, M), pf.f32)
+    for i in range(N):
+        for j in range(M - 1):
+            T[i, j] = A[i, j] + A[i, j + 1]
+            B[i, j] = T[i, j] * A[i, j + 1]
+
+
+@pf.program
+def square_rows(A: pf.f32[N, M], B: pf.f32[N, M]):
+    """No reuse across iterations, one value read twice in each: a window of one register."""
+    for i in range(N):
+        for j in range(M):
+            B[i, j] = A[i, j] * A[i, j] + 1.0
+
+
+# (program, schedule options, registers of the window, global loads of A left in the loop body)
+WINDOWS = [
+    (laplace_3d, {}, 3, 5),  # the 4 neighbours in i and j stay global loads
+    (row_blur, {"tile": (32,)}, 3, 1),
+    (skip_two, {"tile": (32,)}, 3, 1),
+    (chained_reads, {"tile": (32,)}, 2, 1),
+    (square_rows, {"tile": (32,)}, 1, 1),
+]
+
+
+def _loop_body(code: str, marker: str) -> list[str]:
+    """The lines of the innermost ``for`` loop holding the line with ``marker`` (its body only)."""
+    lines = code.splitlines()
+    at = next(k for k, ln in enumerate(lines) if marker in ln)
+    start = max(k for k in range(at) if lines[k].lstrip().startswith("for ("))
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = next(k for k in range(start + 1, len(lines)) if lines[k].strip() == "}" and len(lines[k]) - len(lines[k].lstrip()) == indent)
+    return lines[start + 1:end]
+
+
+@pytest.mark.parametrize("prog,kw,slots,loads", WINDOWS, ids=[w[0].name for w in WINDOWS])
+def test_register_window_loads_each_element_once_per_iteration(prog, kw, slots, loads) -> None:
+    sched = schedule(prog, target="cuda", **kw)
+    regs = sorted(b.name for b in sched.promotion.buffers if b.space == "register" and b.array == "A")
+    assert len(regs) == slots and not _shared(sched), sched.explain()
+    code = generate_cuda(sched).text
+    body = _loop_body(code, "/* wload_A_")
+    assert sum(ln.count("A[") for ln in body) == loads, "\n".join(body)
+    assert sum("/* wload_A_" in ln for ln in body) == 1  # one new element of the window per iteration
+    rotations = [ln.strip() for ln in body if "/* wrot_" in ln]  # after the compute, oldest slot first
+    assert rotations == [f"{regs[j]} = {regs[j + 1]};  /* wrot_{regs[j]} */" for j in range(slots - 1)]
+    assert max(k for k, ln in enumerate(body) if "/* S" in ln) < min([k for k, ln in enumerate(body) if "/* wrot_" in ln], default=len(body))
+    assert code.count("/* winit_") == slots - 1  # the first slots are loaded once, before the loop
+    assert f"register window {regs[0]}..{regs[-1]}" in sched.explain()
+    assert sched.traffic({"N": 40, "M": 50, "K": 30}).total_bytes > 0  # the compute tree is untouched
+
+
+def test_heat_3d_keeps_the_k_window_in_registers() -> None:
+    sched = _heat_3d()
+    regs = {(b.kernel, b.array) for b in sched.promotion.buffers if b.space == "register"}
+    assert regs == {(sched.kernels[0].name, "A"), (sched.kernels[1].name, "B")}
+    body = _loop_body(generate_cuda(sched).text, "/* wload_A_")
+    assert sum(ln.count("A[") for ln in body) == 5  # was 10 (A[i][j][k] 4 times, k-1, k+1, 4 neighbours)
+
+
+def test_register_window_leaves_staged_arrays_to_shared_memory() -> None:
+    sched = schedule(laplace_3d, target="cuda", params={"N": 37, "M": 45, "K": 70}, tile=(8, 16))
+    assert "A" in _shared(sched)
+    assert not [b for b in sched.promotion.buffers if b.space == "register" and b.array == "A"]
+
+
+_HEAT: list = []
+
+
+def _heat_3d():
+    """heat-3d without sizes (schedule once: it takes seconds): k runs inside the thread."""
+    if not _HEAT:
+        _HEAT.append(schedule(pf.from_c(str(Path(__file__).parent / "kernels" / "heat-3d.c")), target="cuda"))
+    return _HEAT[0]
+
+
+def test_emulation_of_register_windows_matches_reference(tmp_path: Path) -> None:
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not on PATH")
+    sizes = {"N": 37, "M": 45, "K": 70}  # not multiples of the tiles; K spans three hoisted k tiles
+    variants = [(f"{p.name}_{k}", p, generate_cuda(schedule(p, target="cuda", **kw)), sizes)
+                for k, (p, kw, _, _) in enumerate(WINDOWS)]
+    variants.append(("heat", _heat_3d().program, generate_cuda(_heat_3d()), {"n": 13}))  # 20 time steps (a macro)
+    dll = build_emulator([(tag, code) for tag, _, code, _ in variants], tmp_path)
+    for tag, prog, code, sz in variants:
+        sz = {p: v for p, v in sz.items() if p in prog.params}
+        expected = _inputs(prog, sz)
+        pf.reference(prog)(**expected)
+        got = _inputs(prog, sz)
+        emulate(dll, tag, code, got, sz)
+        for name in prog.arguments:
+            if name in prog.arrays and prog.arrays[name].role != "input":
+                tol = 1e-5 if prog.arrays[name].dtype.name == "f32" else 1e-12
+                np.testing.assert_allclose(got[name], expected[name], rtol=tol, atol=tol, err_msg=f"{tag}: {name}")

@@ -1,5 +1,6 @@
 """Cooperative rows (``schedule/rows.py``): row reductions fused with their consumers run one row per
-thread block, the row loops shared cyclically by the block's threads, reductions combined block-wide.
+thread block, the row loops shared cyclically by the block's threads, reductions combined block-wide; rows
+that several phases pass over are staged in shared memory (``schedule/row_staging.py``).
 
 Generated CUDA is compiled by nvcc (one call for every variant) and run by the CPU emulation of
 ``test_codegen_cuda.py`` (each block's threads as real threads, warp shuffles through a barrier).
@@ -7,10 +8,13 @@ Generated CUDA is compiled by nvcc (one call for every variant) and run by the C
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import islpy as isl
 import numpy as np
 import pytest
 
@@ -22,6 +26,7 @@ from polyfuse.schedule.rows import block_size
 from tests.test_codegen_cuda import _unit, build_emulator, emulate
 
 R, C = pf.params("R C")
+N, M = pf.params("N M")
 BIG = {"R": 4096, "C": 1024}
 ODD = {"R": 5, "C": 77}  # rows not a multiple of the block size
 
@@ -57,6 +62,36 @@ def attention() -> pf.Program:
 
 
 ROW_PROGRAMS = (softmax, layernorm, centered, row_max_scale)
+STAGED = (softmax, layernorm, centered)
+
+
+def bounded(prog: pf.Program, bound: str = "C <= 128") -> pf.Program:
+    """``prog`` with the row length bounded in its context: staged in shared memory without concrete sizes."""
+    ctx = prog.context & isl.Set(f"[{', '.join(prog.params)}] -> {{ : {bound} }}")
+    stmts = tuple(dataclasses.replace(s, domain=s.domain.intersect_params(ctx)) for s in prog.statements)
+    return dataclasses.replace(prog, name=prog.name + "_bounded", context=ctx, statements=stmts)
+
+
+@pf.program(assume="M <= 128")
+def reversed_scale(A: pf.f32[N, M], B: pf.f32[N, M]):
+    """The sum walks the row backwards: its thread of ``j`` reads what another thread copied in."""
+    for i in range(N):
+        acc = 0.0
+        for j in range(M):
+            acc += A[i, M - 1 - j]
+        for j in range(M):
+            B[i, j] = A[i, j] / acc
+
+
+@pf.program(assume="M >= 2 and M <= 128")
+def tail_scale(A: pf.f32[N, M], B: pf.f32[N, M]):
+    """The sum starts at ``j = 1``: its ``j`` still runs on thread ``j mod blockDim.x``, as the copy's does."""
+    for i in range(N):
+        acc = 0.0
+        for j in range(1, M):
+            acc += A[i, j]
+        for j in range(M):
+            B[i, j] = A[i, j] / acc
 
 
 def _cyclic(sched) -> bool:
@@ -106,6 +141,65 @@ def test_other_kernels_keep_their_mapping() -> None:
     assert not _cyclic(short)
 
 
+def _kernel(text: str) -> str:
+    return text[text.index("/* kernel"):]
+
+
+def _loads_stores(text: str, array: str) -> tuple[int, int]:
+    """(reads, writes) of the global ``array`` in ``text``."""
+    hits = [m.end() for m in re.finditer(rf"(?<![\w.]){array}\[", text)]
+    writes = 0
+    for end in hits:
+        depth, k = 1, end
+        while depth:
+            depth += {"[": 1, "]": -1}.get(text[k], 0)
+            k += 1
+        writes += bool(re.match(r" (=|\+=|-=|\*=) ", text[k:]))
+    return len(hits) - writes, writes
+
+
+@pytest.mark.parametrize("build", (softmax, layernorm), ids=lambda b: b.__name__)
+def test_rows_are_read_once(build) -> None:
+    sched = pf.schedule(build(), target="cuda", params=BIG)
+    (kernel,) = sched.kernels
+    text = _kernel(pf.codegen(sched).text)
+    assert _loads_stores(text, "x") == (1, 0)  # the copy-in
+    assert _loads_stores(text, "y") == (0, 1)  # the copy-out (softmax) or the one store (layernorm)
+    assert "__syncthreads();  /*" not in text  # each thread copies the elements it uses
+    staged = {b.array: b for b in sched.promotion.buffers}
+    assert set(staged) == ({"x", "y"} if build is softmax else {"x"})
+    assert all(b.space == "shared" and b.shape == (1024,) for b in staged.values())
+    scratch = 32 * 4 * (2 if build is softmax else 1)  # one per-warp scratch per block-reduction helper
+    assert kernel.shared_bytes == scratch + 4096 * len(staged)
+    assert "__shared__ float x_shared_k0[1024];" in text
+    assert "x_shared_k0[c1] = x[(c0) * C + c1];" in text  # coalesced: consecutive threads, consecutive c1
+
+
+def test_rows_that_do_not_fit_stay_global() -> None:
+    for params, budget in (({"R": 64, "C": 65536}, 48 * 1024), (BIG, 4096)):
+        sched = pf.schedule(softmax(), target="cuda", params=params, shared_memory=budget)
+        text = _kernel(pf.codegen(sched).text)
+        assert _cyclic(sched) and sched.promotion is None and "__shared__ float" not in text
+        assert _loads_stores(text, "x") == (2, 0)
+
+
+def test_barriers_come_from_the_dependences() -> None:
+    sched = pf.schedule(reversed_scale, target="cuda")
+    text = _kernel(pf.codegen(sched).text)
+    assert [b.array for b in sched.promotion.buffers] == ["A"] and sched.kernels[0].shared_bytes == 128 + 128 * 4
+    copy, sync, loop = (text.index(t) for t in ("/* copy_A_shared_k0 */", "__syncthreads();", "acc += A_shared_k0[((M - c1) - 1)]"))
+    assert copy < sync < loop and text.count("__syncthreads();") == 1
+    text = _kernel(pf.codegen(pf.schedule(tail_scale, target="cuda")).text)
+    assert "for (long long c1 = 1 + pf_floormod((long long) threadIdx.x - (1), (long long) blockDim.x); c1 < M;" in text
+    assert "__syncthreads();" not in text and "A_shared_k0[c1] = A[(c0) * M + c1];" in text
+
+
+def test_per_row_writes_run_in_one_thread() -> None:
+    text = pf.codegen(pf.schedule(ex.row_sum, target="cuda")).text
+    assert "if (threadIdx.x == 0) s[c0] = acc;  /* S2 */" in text
+    assert "    acc = 0.0f;  /* S0 */" in text  # a register: every thread
+
+
 def test_row_traffic_is_compulsory() -> None:
     report = pf.schedule(softmax(), target="cuda", params=BIG).traffic()
     assert report.total_bytes == report.compulsory_bytes == 2 * 4096 * 1024 * 4
@@ -123,8 +217,16 @@ def _variants() -> list[tuple[str, pf.Program, object, dict | None]]:
         sizes = {p: ODD.get(p, 7) for p in prog.params}
         for tag, params in (("odd", sizes), ("symbolic", None)):
             out.append((f"{prog.name}_{tag}", prog, generate_cuda(pf.schedule(prog, target="cuda", params=params)), params))
+    for prog in (*(bounded(b()) for b in STAGED), reversed_scale, tail_scale):  # staged without sizes
+        out.append((f"{prog.name}_symbolic", prog, generate_cuda(pf.schedule(prog, target="cuda")), None))
     out.append(("row_sum_symbolic", ex.row_sum, generate_cuda(pf.schedule(ex.row_sum, target="cuda")), None))
     return out
+
+
+def test_variants_are_staged(variants) -> None:
+    staged = {tag for tag, _, code, _ in variants if "_shared_k0[" in code.text}
+    assert staged == {f"{b.__name__}_odd" for b in ROW_PROGRAMS} | {f"{b.__name__}_bounded_symbolic" for b in STAGED} | {
+        "reversed_scale_symbolic", "tail_scale_symbolic"}
 
 
 @pytest.fixture(scope="module")

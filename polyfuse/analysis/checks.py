@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import linecache
 import re
+import warnings
 
 import islpy as isl
 
-from polyfuse.errors import BoundsError, SourceError
+from polyfuse.errors import BoundsError, PolyfuseWarning, SourceError
 from polyfuse.ir.expr import Read, Where
 from polyfuse.ir.printer import format_size
 from polyfuse.ir.program import Access, Array, Program, Statement
@@ -29,6 +30,8 @@ def check_program(prog: Program) -> Program:
         for k, acc in enumerate(stmt.accesses):
             _check_bounds(prog, stmt, k, acc)
     no_source = _reads_without_source(prog)
+    if no_source is None:
+        return _refine_roles(prog, None)
     for stmt in prog.statements:
         for acc in stmt.accesses:
             _check_initialised(prog, stmt, acc, no_source)
@@ -81,18 +84,42 @@ def _inside_where(stmt: Statement, index: int) -> bool:
 
 
 # ----- initialisation -------------------------------------------------------------------------------
-def _reads_without_source(prog: Program) -> dict[tuple[str, str], isl.Set]:
-    """For each (statement, array), the read instances that no earlier write supplies (live-in reads)."""
-    sink = prog.access_relations(("read", "update"))
-    must = prog.access_relations(("write", "update"))
-    info = isl.UnionAccessInfo.from_sink(sink).set_must_source(must).set_schedule(prog.schedule)
-    flow = info.compute_flow()
-    out: dict[tuple[str, str], isl.Set] = {}
-    for m in _maps(flow.get_must_no_source()):
-        key = (m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out))
-        dom = m.domain()
-        out[key] = out[key].union(dom) if key in out else dom
-    return out
+CHECK_BUDGET = 20_000_000
+"""isl operations the initialisation check may take before it gives up (with a warning) on proving
+temporaries initialised; past it every argument that is written is taken to be read as well (``inout``)."""
+
+
+def _reads_without_source(prog: Program) -> dict[tuple[str, str], isl.Set] | None:
+    """For each (statement, array), the read instances that no earlier write supplies (live-in reads);
+    ``None`` when isl could not tell within :data:`CHECK_BUDGET` operations.
+
+    Memory-based: a read has no source exactly when no write of the same element comes before it, so the
+    last writer (isl's dataflow, far costlier on ``%`` and ``//`` subscripts) is not needed here.
+    """
+    reads = prog.access_relations(("read", "update"))  # S[i] -> A[e]
+    writes = prog.access_relations(("write", "update"))
+    when = prog.schedule.get_map()
+    ctx = isl.DEFAULT_CONTEXT
+    saved = ctx.get_max_operations()
+    ctx.set_max_operations(CHECK_BUDGET)
+    ctx.reset_operations()
+    try:
+        pairs = reads.range_map().apply_range(writes.reverse())  # [S[i] -> A[e]] -> writes of A[e]
+        earlier = reads.domain_map().apply_range(when).lex_gt_union_map(when)  # [S[i] -> A[e]] -> instances before S[i]
+        missing = reads.wrap().subtract(pairs.intersect(earlier).domain()).unwrap()
+        out: dict[tuple[str, str], isl.Set] = {}
+        for m in _maps(missing):
+            key = (m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out))
+            dom = m.domain()
+            out[key] = out[key].union(dom) if key in out else dom
+        return out
+    except isl.Error:
+        warnings.warn(f"{prog.filename}: {prog.name}: could not prove within {CHECK_BUDGET} isl operations that "
+                      "every temporary is written before it is read; not checked", PolyfuseWarning, stacklevel=4)
+        return None
+    finally:
+        ctx.set_max_operations(saved)
+        ctx.reset_operations()
 
 
 def _check_initialised(prog: Program, stmt: Statement, acc: Access, no_source: dict[tuple[str, str], isl.Set]) -> None:
@@ -137,11 +164,15 @@ def _column_of(line: str | None, text: str, after_assignment: bool = False) -> i
 
 
 # ----- roles ----------------------------------------------------------------------------------------
-def _refine_roles(prog: Program, no_source: dict[tuple[str, str], isl.Set]) -> Program:
+def _refine_roles(prog: Program, no_source: dict[tuple[str, str], isl.Set] | None) -> Program:
     """Roles of arguments from what the program does: ``input`` if never written, else ``inout`` if some
-    read (or update) sees the value it had before the call, else ``output``."""
+    read (or update) sees the value it had before the call (every read array when ``no_source`` is
+    unknown), else ``output``."""
     written = {s.write.array for s in prog.statements}
-    live_in = {arr for (_, arr), s in no_source.items() if not s.intersect_params(prog.context).is_empty()}
+    if no_source is None:
+        live_in = {a.array for s in prog.statements for a in s.accesses if a.kind != "write"}
+    else:
+        live_in = {arr for (_, arr), s in no_source.items() if not s.intersect_params(prog.context).is_empty()}
     arrays = dict(prog.arrays)
     for name, arr in prog.arrays.items():
         if arr.role == "temp":

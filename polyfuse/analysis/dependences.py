@@ -25,6 +25,7 @@ same operator. Distances and carrying loops are read off the schedule tree (see
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Mapping
 import islpy as isl
 
 from polyfuse.analysis.distance import LoopDistance, LoopStructure
+from polyfuse.errors import PolyfuseWarning
 from polyfuse.ir.printer import format_statement
 
 if TYPE_CHECKING:
@@ -254,8 +256,7 @@ def compute_dependences(prog: Program) -> Dependences:
     tags = _Tags(prog)
     schedule = tags.schedule(prog.schedule)
     reads, writes = tags.accesses(_READS), tags.accesses(_WRITES)
-    last_writer = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes).set_schedule(schedule)
-    flow = last_writer.compute_flow().get_must_dependence()
+    flow = _last_writer(prog, reads, writes, schedule)
     anti = _all_earlier(writes, reads, schedule)
     output = _all_earlier(writes, writes, schedule)
 
@@ -268,6 +269,25 @@ def compute_dependences(prog: Program) -> Dependences:
             items.append(_make(kind, key, groups[key], prog, loops))
     text = {s.name: _statement_label(s) for s in prog.statements}
     return Dependences(prog.name, prog.context, tuple(items), text)
+
+
+def _last_writer(prog: Program, reads: isl.UnionMap, writes: isl.UnionMap, schedule: isl.Schedule) -> isl.UnionMap:
+    """Value-based flow: each read's last writer (isl's dataflow). isl's dataflow can fail internally on
+    some quasi-affine accesses ("affine expression involves some of the domain dimensions", found by the
+    fuzzer on ``A[t % 2]`` updates); the flow is then taken memory-based -- every earlier write of the
+    element -- a superset of the exact relation, so every schedule legal under it is legal, with a
+    warning that the reported flow dependences are not exact."""
+    info = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes).set_schedule(schedule)
+    try:
+        return info.compute_flow().get_must_dependence()
+    except isl.Error as e:
+        if "maximal number of operations exceeded" in str(e):
+            raise  # the caller's operation budget (pf.schedule falls back)
+        why = str(e).split(" in /")[0].split("failed: ")[-1]
+        warnings.warn(f"{prog.filename}: {prog.name}: isl's dataflow analysis failed ({why}); flow dependences are "
+                      "taken memory-based (every earlier write of the element), a safe over-approximation",
+                      PolyfuseWarning, stacklevel=3)
+        return _all_earlier(reads, writes, schedule)
 
 
 def _all_earlier(sinks: isl.UnionMap, sources: isl.UnionMap, schedule: isl.Schedule) -> isl.UnionMap:

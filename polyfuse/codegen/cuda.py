@@ -27,7 +27,7 @@ import islpy as isl
 
 from polyfuse.codegen.ast import CDialect, StatementCall, build_ast, expr_to_text, iterator_names, statement_call
 from polyfuse.codegen.code import Argument, Code
-from polyfuse.codegen.cuda_rows import BLOCK_REDUCE_PRELUDE, print_row_mark
+from polyfuse.codegen.cuda_rows import BLOCK_REDUCE_PRELUDE, print_cyclic_for, print_row_mark
 from polyfuse.codegen.host_plan import KernelArg, Launch, host_plan_from_ast, mapped_ranges
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
@@ -262,11 +262,7 @@ class KernelPrinter:
         inc = int(node.for_get_inc().get_val().to_python())
         axis = self.axes.get(it)
         if self._in_cyclic and it == self.cyclic:
-            start = "(long long) threadIdx.x" if inc == 1 else f"{inc} * (long long) threadIdx.x"
-            step = "(long long) blockDim.x" if inc == 1 else f"{inc} * (long long) blockDim.x"
-            self.lines.append(f"{pad}for (long long {it} = {_plus(init, start)}; {cond}; {it} += {step}) {{")
-            self._scoped(node.for_get_body(), depth + 1, bound | {it})
-            self.lines.append(f"{pad}}}")
+            print_cyclic_for(self, node, it, init, cond, inc, depth, bound)
             return
         if axis is None:
             self.lines.append(f"{pad}for (long long {it} = {init}; {cond}; {it} += {inc}) {{")
@@ -310,6 +306,8 @@ class KernelPrinter:
         unbound = [ax for it, ax in self.axes.items() if it not in bound]
         if self._in_cyclic and self.cyclic not in bound:
             unbound.append("threadIdx.x")  # the shared loop was not printed (one iteration): thread 0 runs it
+        elif self.cyclic and not self._in_cyclic and stmt.write.array not in self.dialect.private:
+            unbound.append("threadIdx.x")  # a per-row statement writing memory: thread 0 alone (cuda_rows.py)
         target = expr_to_text(call.write, self.dialect)
         text = f"{target} {stmt.op} {value_text(stmt.value, call, self.dialect)};  /* {stmt.name} */"
         if unbound:

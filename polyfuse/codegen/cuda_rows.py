@@ -5,6 +5,13 @@ element type, ``pf_block_<op>_<dtype>``: warp shuffles (``__shfl_xor_sync``), th
 a ``__shared__`` scratch array of 32 elements; every thread of the block returns the combined value, so
 the row's result is in every thread's register afterwards. It needs ``blockDim.x`` a multiple of 32 (at
 most 1024), which ``rows.block_size`` guarantees, and every thread of the block to call it.
+
+A ``cyclic`` loop ``for (v = lo; v <= hi; v++)`` is printed ``for (v = lo + (threadIdx.x - lo) mod
+blockDim.x; v <= hi; v += blockDim.x)``: iteration ``v`` runs on thread ``v mod blockDim.x`` whatever
+``lo``, so one ``v`` is one thread in every loop of the row (``rows.check_threads`` and
+``row_staging.py`` count on it). A per-row statement (outside the cyclic loops) that writes memory, not a
+register, runs in thread 0 only (``cuda.KernelPrinter._user``): ``rows.check_threads`` guarantees that
+every later use of what it wrote by another thread lies behind a barrier or a block reduction.
 """
 
 from __future__ import annotations
@@ -49,6 +56,20 @@ PF_BLOCK_REDUCE(pf_block_min_i32, int, PF_IMIN)
 IDENTITY = {"sum": "0", "prod": "1", "max": {"f": "(-INFINITY)", "i": "(-2147483647 - 1)"},
             "min": {"f": "INFINITY", "i": "2147483647"}}
 """The identity of each reduction operator (by dtype kind: float or int) that threads other than 0 start from."""
+
+
+def print_cyclic_for(printer, node: isl.AstNode, it: str, init: str, cond: str, inc: int, depth: int,
+                     bound: frozenset[str]) -> None:
+    """Print the AST ``for`` node of a ``cyclic`` loop (iterator ``it``) shared by the block's threads."""
+    pad = "  " * depth
+    lane = "(long long) threadIdx.x"
+    if init != "0" and inc == 1:
+        lane = f"pf_floormod((long long) threadIdx.x - ({init}), (long long) blockDim.x)"
+    start = lane if inc == 1 else f"{inc} * {lane}"
+    step = "(long long) blockDim.x" if inc == 1 else f"{inc} * (long long) blockDim.x"
+    printer.lines.append(f"{pad}for (long long {it} = {start if init == '0' else f'{init} + {start}'}; {cond}; {it} += {step}) {{")
+    printer._scoped(node.for_get_body(), depth + 1, bound | {it})
+    printer.lines.append(f"{pad}}}")
 
 
 def print_row_mark(printer, node: isl.AstNode, name: str, depth: int, bound: frozenset[str]) -> None:

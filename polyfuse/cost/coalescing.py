@@ -37,6 +37,7 @@ from polyfuse.schedule.access_patterns import walks_outer_dim
 from polyfuse.schedule.shared import SECTOR_BYTES
 
 WARP = 32
+LINE_BYTES = 128  # an L2 cache line: four sectors
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ of 32 (or the extent of x rounded up to a power of two when that is smaller), wi
   the arrays a tile *reuses* (fewer footprint elements than uncovered reads) are staged, a chunk of
   ``stage_chunk`` (32) sequential iterations per thread at a time, so the estimate is
   ``sum_X footprint_X(tile) * itemsize_X * min(1, 32 / iterations_per_thread)``;
-* enough blocks to fill ``sms`` (132) multiprocessors, or, when the work is smaller than ``sms`` blocks of
-  ``fill_threads`` (256) threads, one block per ``fill_threads`` threads of work (a problem too small to fill
-  the machine is not forced into one-warp blocks); shapes short of that rank by their shortfall.
+* enough blocks to fill ``sms`` (132) multiprocessors, or, for a launch of fewer than ``sms`` times
+  ``block_work`` (256) statement instances, one block per ``block_work`` instances (a problem too small to
+  fill the machine is not forced into one-warp blocks); shapes short of that rank by their shortfall.
 
 The CUDA objective is *sector bytes* (``coalescing.py``): each array's exact bytes times the sectors a warp
 moves per useful byte. An array the promotion pass stages in shared memory (one the tile reuses, within the
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from polyfuse.cost.coalescing import AccessSteps, access_steps, array_factor, band_time
+from polyfuse.cost.coalescing import LINE_BYTES, AccessSteps, access_steps, array_factor, band_time
 from polyfuse.cost.footprint import count_set, fixed_params, region_counts, tile_map_at
 from polyfuse.cost.traffic import itemsize
 from polyfuse.ir.program import Program
@@ -66,7 +66,7 @@ class Limits:
     shared_memory: int = 49152
     sms: int = 132
     stage_chunk: int = 32
-    fill_threads: int = 256
+    block_work: int = 256
     cache_bytes: int = 262144
     c_parallelism: int = 16
 
@@ -83,6 +83,7 @@ class Candidate:
     feasible: bool
     sector_bytes: int = -1  # CUDA: the objective (module docstring); -1: the traffic (C)
     coalescing: tuple[str, ...] = ()  # CUDA: why some arrays cost more than their bytes, or are staged
+    row_bytes: int = LINE_BYTES  # CUDA: the narrowest staged box row, in bytes, up to a cache line
 
     @property
     def cost(self) -> int:
@@ -128,6 +129,7 @@ class TileSearch:
         self._counts: dict[tuple, tuple] = {}
         self._sizes: dict[str, int] = {}
         self._steps: dict[tuple, list[AccessSteps]] = {}
+        self._plain: Candidate | None = None  # the last CUDA band's choice by bytes alone (for the log)
         self.ranked: dict[frozenset[str], tuple[Candidate, ...]] = {}
 
     def __call__(self, node: isl.ScheduleNode, n_par: int, default: tuple[int, ...]) -> tuple[int, ...]:
@@ -143,12 +145,9 @@ class TileSearch:
         best = ranked[0]
         self.ranked[frozenset(self._statements(node))] = tuple(ranked)
         line = f"tile search for {', '.join(self._statements(node))}: chose {best.describe()}"
-        by_bytes = min(ranked, key=lambda c: (ranked.index(c) if c.traffic_bytes == best.traffic_bytes else len(ranked),
-                                              c.traffic_bytes))
-        if self.target == "cuda" and by_bytes.traffic_bytes < best.traffic_bytes:
-            line += f"; by bytes alone {by_bytes.describe()}"
-        elif self.target == "cuda" and best.coalescing:
-            line += "; sector bytes = bytes x sectors moved per useful byte (coalescing)"
+        plain = self._plain if self.target == "cuda" else None
+        if plain is not None and plain.sizes != best.sizes:
+            line += f"; by bytes alone it would be {plain.describe()}"
         self.log.append(line)
         return best.sizes
 
@@ -180,8 +179,8 @@ class TileSearch:
             staged = sum(counts[a].read * itemsize(self.prog, a) for a in reused)
             staged = int(staged / tiles * chunk)
             feasible = threads <= self.limits.max_threads and staged <= self.limits.shared_memory
-            sectors, staged, why = self._sectors(node, sizes, extents, counts, boxes, reused, staged, chunk)
-            return Candidate(tuple(sizes), traffic, blocks, threads, staged, feasible, sectors, why)
+            sectors, staged, why, row = self._sectors(node, sizes, extents, counts, boxes, reused, staged, chunk)
+            return Candidate(tuple(sizes), traffic, blocks, threads, staged, feasible, sectors, why, row)
         staged = int(sum((c.read + c.write) * itemsize(self.prog, a) for a, c in counts.items()) / tiles)
         feasible = staged <= self.limits.cache_bytes
         return Candidate(tuple(sizes), traffic, blocks, threads, staged, feasible)
@@ -222,8 +221,9 @@ class TileSearch:
             out[x] = box[1] if box is not None else None
         return out
 
-    def _sectors(self, node, sizes, extents, counts, boxes, reused, staged, chunk) -> tuple[int, int, tuple[str, ...]]:
-        """``(sector bytes, staged bytes per tile, notes)`` of one shape: which arrays the promotion pass
+    def _sectors(self, node, sizes, extents, counts, boxes, reused, staged, chunk) -> tuple[int, int, tuple[str, ...], int]:
+        """``(sector bytes, staged bytes per tile, notes, narrowest staged row in bytes up to a cache line)``
+        of one shape: which arrays the promotion pass
         would stage (the reused ones, then the transposed ones whose box rows span a sector, while the
         budget lasts), and the sector bytes each array costs (``coalescing.array_factor``)."""
         n = len(sizes)
@@ -254,7 +254,8 @@ class TileSearch:
                 worst = max(mine, key=lambda s: (abs(s.x), abs(s.y)))
                 why.append(f"{a} in global memory: {float(factor):g}x its bytes in sectors "
                            f"(step {worst.x} elements along threadIdx.x)")
-        return total, staged, tuple(why)
+        row = min([LINE_BYTES] + [w * itemsize(self.prog, a) for a, w in widths.items()])
+        return total, staged, tuple(why), row
 
     def _one_launch(self, node: isl.ScheduleNode) -> isl.UnionSet:
         """The instances of the kernel's first launch (the first iteration of the host loops around it):
@@ -327,16 +328,17 @@ class TileSearch:
     @staticmethod
     def _rank(cands: list[Candidate], default: tuple[int, ...], need_blocks: int, fill: int = 0) -> list[Candidate]:
         """The feasible candidates, best first: the fewest blocks short of ``need_blocks``, the least cost
-        (sector bytes on CUDA, bytes on C), the fewest bytes, the most blocks up to ``fill``, the largest
-        tile, the default."""
+        (sector bytes on CUDA, bytes on C), the fewest bytes, the most blocks up to ``fill``, the widest
+        staged rows up to a cache line (a 32x32 transpose tile before an 8x128 one: the sector model
+        cannot tell them apart, DRAM bursts and L2 lines can), the largest tile, the default."""
         ok = [c for c in cands if c.feasible]
 
         def key(c: Candidate):
             size = 1
             for s in c.sizes:
                 size *= s
-            return (max(0, need_blocks - c.blocks), c.cost, c.traffic_bytes, -min(c.blocks, fill), -size,
-                    c.sizes != default)
+            return (max(0, need_blocks - c.blocks), c.cost, c.traffic_bytes, -min(c.blocks, fill), -c.row_bytes,
+                    -size, c.sizes != default)
 
         return sorted(ok, key=key)
 
@@ -360,9 +362,12 @@ class TileSearch:
         min_threads = min(32, _prod(_ceil_pow2(e) for e in ext))
         cands = [self.evaluate(node, sh, extents) for sh in sorted(shapes) if _prod(sh) >= min_threads]
         default = (256,) if n == 1 else (16, 32)[:n]
-        work = _prod(ext)
-        need = min(self.limits.sms, -(-work // self.limits.fill_threads))
-        return self._rank(cands, default, need, self.limits.sms)
+        work = count_set(self._one_launch(node))
+        need = min(self.limits.sms, -(-work // self.limits.block_work))
+        ranked = self._rank(cands, default, need, self.limits.sms)
+        plain = self._rank([dataclasses.replace(c, sector_bytes=-1) for c in cands], default, need, self.limits.sms)
+        self._plain = next((c for c in ranked if plain and c.sizes == plain[0].sizes), None)
+        return ranked
 
     def _c(self, node: isl.ScheduleNode, default: tuple[int, ...], extents: list[int], n_par: int) -> list[Candidate]:
         n = len(default) if node.band_get_permutable() else 1

@@ -4,9 +4,9 @@ conventions the code generators rely on).
 The stages, each in its own module: dependences (``deps.py``) -> base tree under the fusion policy or the
 explicit schedule (``scheduler.py``) -> host/kernel split, tiling and mapping (``mapping.py``,
 ``tiling.py``) -> contraction of temporaries (``privatize.py``) -> legality check
-(``analysis/legality.py``, on every schedule) -> CUDA: cooperative rows (``rows.py``, re-checked) and
-data movement (``movement.py``) -> for ``"smart"``: per-kernel fusion by traffic (``smart.py``) -> fusion
-decisions (``explain.py``). Every stage runs under an isl operation budget; past it the policy falls back
+(``analysis/legality.py``, on every schedule) -> CUDA: cooperative rows (``rows.py``, re-checked),
+data movement (``movement.py``) and row staging (``row_staging.py``) -> for ``"smart"``: per-kernel
+fusion by traffic (``smart.py``) -> fusion decisions (``explain.py``). Every stage runs under an isl operation budget; past it the policy falls back
 (``IslBudget`` in ``scheduler.py``), down to the source order run sequentially.
 
 Several variants are built and the legal ones compared: with live-range reordering (temporaries'
@@ -36,6 +36,7 @@ from polyfuse.schedule.mapping import Mapper, split
 from polyfuse.schedule.model import Schedule
 from polyfuse.schedule.movement import data_movement
 from polyfuse.schedule.privatize import contract, temporaries
+from polyfuse.schedule.row_staging import stage_rows
 from polyfuse.schedule.rows import cooperative_rows
 from polyfuse.schedule.scheduler import DEFAULT_ISL_BUDGET, FUSION_POLICIES, BudgetExhausted, IslBudget, base_tree, user_tree
 from polyfuse.schedule.smart import Variant, smart_by_traffic
@@ -197,6 +198,7 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits) -> t
     promotion = None
     if target == "cuda" and limits.shared_memory > 0:
         tree, final, promotion = data_movement(prog, tree, final, privatized, limits.shared_memory, params)
+        tree, final, promotion = stage_rows(prog, tree, final, promotion, frozenset(privatized), limits.shared_memory, params)
     return Schedule(
         program=prog,
         tree=tree,

@@ -8,7 +8,7 @@ schedule prefix through ``L`` (each iteration then gets its own copy of ``X``; s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import islpy as isl
@@ -16,6 +16,36 @@ import islpy as isl
 from polyfuse.schedule.deps import Dep
 
 T = isl.schedule_node_type
+
+QUOTA_MESSAGE = "maximal number of operations exceeded"
+"""How isl reports that a call ran past the context's operation limit."""
+
+FLAG_BUDGET = 1_000_000
+"""isl operations one band-flag question (permutable? member k coincident?) may take while a budget is in
+force. Past it the answer is the conservative one -- not permutable, not coincident: never tiled, run
+sequentially -- which is always legal, so one hard question costs parallelism, not the whole policy.
+(Quasi-affine subscripts such as ``A[i % 3, i // 2]`` can make these subset tests explode.)"""
+
+
+def bounded_flag(question: Callable[[], bool]) -> bool:
+    """``question()``, or ``False`` when isl cannot answer within :data:`FLAG_BUDGET` operations. Applies
+    only under a budget (``pf.schedule(isl_budget=None)`` asks without limit). Starts a fresh operation
+    count for the stage around it (isl's counter has no getter; see ``IslBudget.stage``)."""
+    ctx = isl.DEFAULT_CONTEXT
+    saved = ctx.get_max_operations()
+    if not saved:
+        return question()
+    ctx.set_max_operations(min(saved, FLAG_BUDGET))
+    ctx.reset_operations()
+    try:
+        return question()
+    except isl.Error as e:
+        if QUOTA_MESSAGE in str(e):
+            return False
+        raise
+    finally:
+        ctx.set_max_operations(saved)
+        ctx.reset_operations()
 
 
 @contextmanager
@@ -121,16 +151,16 @@ def _merge_chain(node: isl.ScheduleNode, view: DepView) -> isl.ScheduleNode:
         inner = node.child(0)
         merged = node.band_get_partial_schedule().flat_range_product(inner.band_get_partial_schedule())
         candidate = inner.delete().parent().delete().insert_partial_schedule(merged)
-        if not _permutable(candidate, view):
+        if not bounded_flag(lambda: _permutable(candidate, view)):
             break
         node = candidate
     return node
 
 
 def _flag(node: isl.ScheduleNode, view: DepView) -> isl.ScheduleNode:
-    node = node.band_set_permutable(1 if _permutable(node, view) else 0)
+    node = node.band_set_permutable(1 if bounded_flag(lambda: _permutable(node, view)) else 0)
     for k in range(node.band_n_member()):
-        node = node.band_member_set_coincident(k, 1 if coincident(node, k, view) else 0)
+        node = node.band_member_set_coincident(k, 1 if bounded_flag(lambda: coincident(node, k, view)) else 0)
     return node
 
 

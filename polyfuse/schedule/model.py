@@ -18,12 +18,16 @@ when and where it runs. The tree follows these conventions, which are the whole 
   tiles.
 * **Cooperative rows** (CUDA, ``rows.py``): a kernel may instead be ``kernel`` -> ``grid`` -> row band
   (untiled: one row per block; ``Kernel.block`` is the number of threads) -> sequence of *phases*. A phase
-  without marks runs in every thread of the block. A mark named ``"cyclic"`` sits above a one-member band
-  whose loop the block's threads share cyclically: ``for (j = lo + threadIdx.x; j <= hi; j += blockDim.x)``
-  (a statement whose ``cyclic`` loop isl did not print runs in thread 0). A mark named ``"reduce"`` above
-  it carries a tuple of ``rows.RowReduction`` (a register array and its operator): threads other than 0
-  start each from the operator's identity, and after the loop a block-wide reduction gives every thread
-  the combined value. A mark named ``"sync"`` above a phase puts a ``__syncthreads()`` before it.
+  without marks runs in every thread of the block, except that a statement of it writing memory (not a
+  register) runs in thread 0 only. A mark named ``"cyclic"`` sits above a one-member band whose loop the
+  block's threads share cyclically, iteration ``j`` on thread ``j mod blockDim.x``: ``for (j = lo +
+  (threadIdx.x - lo) mod blockDim.x; j <= hi; j += blockDim.x)`` (a statement whose ``cyclic`` loop isl did
+  not print runs in thread 0). A mark named ``"reduce"`` above it carries a tuple of ``rows.RowReduction``
+  (a register array and its operator): threads other than 0 start each from the operator's identity, and
+  after the loop a block-wide reduction gives every thread the combined value. A mark named ``"sync"``
+  above a phase puts a ``__syncthreads()`` before it. Rows staged in shared memory (``row_staging.py``)
+  add, in ``Promotion.tree`` only, extension nodes between the phases whose copy loops carry the same
+  ``cyclic`` (and ``sync``) marks.
 * Arrays in ``contracted`` get no global buffer: each is a per-thread private scalar (C: declared inside the
   parallel loop body; CUDA: a register). The scheduler contracts an array only when every value written is
   read by the same thread before the next write, and nothing reads it after the program.

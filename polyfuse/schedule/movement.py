@@ -27,10 +27,16 @@ Per CUDA kernel (``kernel`` -> ``grid`` -> tile band -> ``block`` -> point band 
    copy-out flow), and between a phase of ``p`` and one of a later ``p`` of the same block (the next
    ``kt``: anti dependences on a reused buffer); the fewest barriers meeting all of them. Barriers sit at
    the level of the ``kt`` loop, outside every thread guard.
-4. **Registers** (``promotion.py``), below the thread band: an array of which each thread iteration
-   touches exactly one element, touched by no other thread, and accessed more than once (an accumulator
-   ``C[i,j] += ...`` over ``kk``) is loaded into ``X_reg_kN`` before (unless written before any read) and
-   stored after (when written).
+4. **Registers**, below the thread band. Accumulators (``promotion.py``): an array of which each thread
+   iteration touches exactly one element, touched by no other thread, and accessed more than once (an
+   accumulator ``C[i,j] += ...`` over ``kk``) is loaded into ``X_reg_kN`` before (unless written before
+   any read) and stored after (when written). Register windows (``registers.py``): an array the kernel
+   only reads, not staged in shared memory, whose reads in the thread's innermost sequential loop ``s``
+   differ only by constants along ``s`` (``A[i,j,k-1]``, ``A[i,j,k]``, ``A[i,j,k+1]`` of heat-3d with
+   ``i, j`` on threads; isl gives the affine functions of the time) is kept in ``X_w0_kN .. X_wD_kN``
+   (reuse distance ``D <= 4``): the first ``D`` loaded before the loop, one new element loaded at the
+   start of each iteration, the window rotated (``X_w0 = X_w1; ...``) after the compute, so that each
+   element is loaded from global memory once per thread.
 
 Everything added is a statement of ``Promotion.statements`` in ``Promotion.tree``; the compute tree
 (``Schedule.tree``, what ``check_schedule`` and the traffic model see) is unchanged by steps 2-4.

@@ -6,7 +6,9 @@ data-movement pass; ``movement.py`` runs it and states the whole scheme).
 * **Registers**, below the thread band (prefix ``q`` = ``p``, thread coordinates): an array of which each
   ``q`` touches exactly one element, touched by no other thread, and accessed more than once per ``q``
   (an accumulator ``C[i,j] += ...`` over ``kk``) is loaded into ``X_reg_kN`` before (unless every read
-  of it in ``q`` follows a write in ``q``) and stored after (when written).
+  of it in ``q`` follows a write in ``q``) and stored after (when written). Read-only arrays re-read
+  along the thread's innermost sequential loop get register windows (``registers.py``), planned on the
+  tree before any copy is grafted and left out when ``shared.py`` would stage the array.
 
 :class:`KernelWork` holds what both share for one kernel: the statements rewritten so far, the buffers,
 fresh names, and the access maps of the kernel's statements.

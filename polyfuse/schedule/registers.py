@@ -105,9 +105,10 @@ def apply_windows(work: KernelWork, tree: isl.Schedule, n: int, windows: list[Wi
             band = band.band_split(band.band_n_member() - 1).child(0)
         arr = work.prog.arrays[w.array]
         regs = [work.fresh(f"{w.array}_w{j}_{work.tag}") for j in range(w.span + 1)]
+        window = f"register window {regs[0]}..{regs[-1]} along the thread's innermost loop"
         for j, reg in enumerate(regs):
-            why = f"register window {regs[0]}..{regs[-1]} (slot {j}) along the thread's innermost loop" if w.span else (
-                "re-read in one iteration of the thread's innermost loop")
+            why = (f"{window} (reuse distance {w.span}; one global load per iteration)" if j == 0 and w.span else
+                   f"{window} (re-read within one iteration)" if j == 0 else f"slot {j} of the {window}")
             work.buffers.append(Buffer(reg, w.array, work.kernel.name, "register", (), arr.dtype, 0.0, why=why))
         for nm in dict.fromkeys(s for s, _, _ in w.reads):
             st = work.stmt(nm)

@@ -29,6 +29,8 @@ exist. :func:`cooperative_rows` re-maps such kernels, decided from the tree and 
 * Every rewritten tree is re-checked: contraction is recomputed on it (``privatize.contract``; no array
   may lose its register), then ``check_schedule``, ``check_parallel`` over rows and :func:`check_threads`.
   A kernel failing any of them keeps the mapping of ``mapping.py``.
+
+``row_staging.py`` later keeps in shared memory the rows that several phases pass over.
 """
 
 from __future__ import annotations

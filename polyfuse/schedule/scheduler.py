@@ -31,7 +31,7 @@ import islpy as isl
 from polyfuse.analysis.legality import padded_schedule_map
 from polyfuse.errors import PolyfuseError, PolyfuseWarning
 from polyfuse.ir.program import Program
-from polyfuse.schedule.bands import DepView, T, annotate, isl_options
+from polyfuse.schedule.bands import QUOTA_MESSAGE, DepView, T, annotate, isl_options
 from polyfuse.schedule.mapping import split
 
 FUSION_POLICIES = ("none", "min", "max", "smart")
@@ -81,7 +81,6 @@ FALLBACK = {"smart": "min", "max": "min", "min": "none", "none": "sequential"}
 loops analysed for parallelism; ``"sequential"``, the last resort, is the source order run as it is
 written, which needs no isl analysis at all (see ``pf.schedule``)."""
 
-QUOTA_MESSAGE = "maximal number of operations exceeded"
 
 
 class NoIslSchedule(Exception):
