@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import sys
 from collections import defaultdict
 
 import islpy as isl
 import pydot
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-import examples.kernels as K  # noqa: E402
-import polyfuse as pf  # noqa: E402
+import examples.kernels as K
+import polyfuse as pf
 
 # ----- helpers -----------------------------------------------------------------------------------
 
