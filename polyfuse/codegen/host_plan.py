@@ -8,10 +8,10 @@ caller-supplied launch function. The pycuda runtime passes a function that launc
 one that records the launches, so the plan is testable without a GPU.
 
 Launch extents are computed at run time from isl expressions in the size params and the enclosing host
-loop iterators. For a mapped band member ``c`` whose instances (for fixed host iterators) span
-``lo <= c <= hi`` with AST stride ``s``, the extent is ``(hi - lo) // s + 1``: an upper bound on the trip
-count of every mapped loop ``for (c = init; cond; c += s)``, since ``lo <= init`` and every iterated value
-is at most ``hi``.
+loop iterators. For a mapped band member ``c`` whose instances span ``lo <= c <= hi`` -- ``hi`` for the
+current host iterators, ``lo`` the least over all of them (see :func:`mapped_ranges`) -- with AST stride
+``s``, the extent is ``(hi - lo) // s + 1``: an upper bound on the trip count of every mapped loop
+``for (c = init; cond; c += s)``, since ``lo <= init`` and every iterated value is at most ``hi``.
 """
 
 from __future__ import annotations
@@ -256,9 +256,21 @@ def mapped_ranges(band: isl.ScheduleNode, members: int, host_depth: int, host_it
     if context.is_empty():
         return [("0", "-1")] * members
     build = isl.AstBuild.from_context(context)
+    # The kernel maps c = init + s * idx with ``init`` the AST loop's lower bound, which isl takes from a
+    # hull over all host iterations: at one host iteration it can lie below the values present there
+    # (fuzzer: a statement alone at thread 1 while the loop starts at 0 for another). So the extent runs
+    # from the least value over every host iteration (only the size params fixed), which no AST lower
+    # bound undercuts, or from this iteration's least value if lower.
+    anywhere = values.project_out(isl.dim_type.param, nparam, len(keep))
+    sizes_only = anywhere.params()
+    build_sizes = isl.AstBuild.from_context(sizes_only)
     out = []
     for m in range(members):
-        lo = build.expr_from_pw_aff(values.dim_min(m).gist(context))
+        lo = _py(build.expr_from_pw_aff(values.dim_min(m).gist(context)))
         hi = build.expr_from_pw_aff(values.dim_max(m).gist(context))
-        out.append((_py(lo), _py(hi)))
+        if keep:
+            lo_anywhere = _py(build_sizes.expr_from_pw_aff(anywhere.dim_min(m).gist(sizes_only)))
+            if lo_anywhere != lo:
+                lo = f"min({lo}, {lo_anywhere})"
+        out.append((lo, _py(hi)))
     return out

@@ -51,7 +51,7 @@ from polyfuse.cost.coalescing import LINE_BYTES, AccessSteps, access_steps, arra
 from polyfuse.cost.footprint import count_set, fixed_params, region_counts, tile_map_at
 from polyfuse.cost.traffic import itemsize
 from polyfuse.ir.program import Program
-from polyfuse.schedule.bands import member_map
+from polyfuse.schedule.bands import member_map, within_budget
 from polyfuse.schedule.deps import dependences_of
 from polyfuse.schedule.footprint_box import fixed_box, volume
 from polyfuse.schedule.shared import SECTOR_BYTES
@@ -135,11 +135,19 @@ class TileSearch:
     def __call__(self, node: isl.ScheduleNode, n_par: int, default: tuple[int, ...]) -> tuple[int, ...]:
         if any(p not in self.params for p in self.prog.params) or not default:
             return default
-        extents = [self._extent(node, k) for k in range(node.band_n_member())]
-        if self.target == "cuda":
-            ranked = self._cuda(node, len(default), extents)
-        else:
-            ranked = self._c(node, default, extents, n_par)
+
+        def rank() -> list[Candidate] | None:
+            extents = [self._extent(node, k) for k in range(node.band_n_member())]
+            if self.target == "cuda":
+                return self._cuda(node, len(default), extents)
+            return self._c(node, default, extents, n_par)
+
+        # each band's search has the stage's whole budget; past it, the default sizes (see within_budget)
+        ranked = within_budget(rank, None)
+        if ranked is None:
+            self.log.append(f"tile search for {', '.join(self._statements(node))}: ran out of its isl budget; "
+                            f"default sizes {'x'.join(map(str, default))}")
+            return default
         if not ranked:
             return default
         best = ranked[0]

@@ -88,8 +88,7 @@ def schedule(
     label = "explicit" if schedule is not None else fusion
     limits = Limits(shared_memory=shared_memory, cache_bytes=cache_bytes)
     search = None
-    if params is not None and all(p in params for p in prog.params) and tile is not None:
-        search = tile_search or TileSearch(prog, target, params, limits)  # shared by every variant: evaluations are cached
+    wants_search = params is not None and all(p in params for p in prog.params) and tile is not None
     budget = IslBudget(isl_budget)
     policy = fusion
     while True:
@@ -105,6 +104,8 @@ def schedule(
             best, notes = _sequential(prog, target, label, params, tile), []
             view = None
             break
+        if wants_search and search is None:  # (after the dependences it reads)
+            search = tile_search or TileSearch(prog, target, params, limits)  # shared by every variant: evaluations are cached
         try:
             variant = _best(prog, deps, policy, schedule, target, label, tile, params, search, limits, budget)
             best, notes = variant.schedule, list(variant.log)

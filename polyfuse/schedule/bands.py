@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import islpy as isl
 
 from polyfuse.schedule.deps import Dep
 
 T = isl.schedule_node_type
+R = TypeVar("R")
 
 QUOTA_MESSAGE = "maximal number of operations exceeded"
 """How isl reports that a call ran past the context's operation limit."""
@@ -28,20 +30,28 @@ sequentially -- which is always legal, so one hard question costs parallelism, n
 
 
 def bounded_flag(question: Callable[[], bool]) -> bool:
-    """``question()``, or ``False`` when isl cannot answer within :data:`FLAG_BUDGET` operations. Applies
-    only under a budget (``pf.schedule(isl_budget=None)`` asks without limit). Starts a fresh operation
-    count for the stage around it (isl's counter has no getter; see ``IslBudget.stage``)."""
+    """``question()``, or ``False`` when isl cannot answer within :data:`FLAG_BUDGET` operations."""
+    return within_budget(question, False, FLAG_BUDGET)
+
+
+def within_budget(work: Callable[[], R], fallback: R, limit: int | None = None) -> R:
+    """``work()``, or ``fallback`` when it runs past ``limit`` isl operations (default: the limit in force).
+
+    Applies only under a budget (``pf.schedule(isl_budget=None)`` runs ``work`` without limit). Starts a
+    fresh operation count, and leaves one to the stage around it (isl's counter has no getter; see
+    ``IslBudget.stage``): a stage made of many bounded steps stays bounded by their number.
+    """
     ctx = isl.DEFAULT_CONTEXT
     saved = ctx.get_max_operations()
     if not saved:
-        return question()
-    ctx.set_max_operations(min(saved, FLAG_BUDGET))
+        return work()
+    ctx.set_max_operations(min(saved, limit) if limit else saved)
     ctx.reset_operations()
     try:
-        return question()
+        return work()
     except isl.Error as e:
         if QUOTA_MESSAGE in str(e):
-            return False
+            return fallback
         raise
     finally:
         ctx.set_max_operations(saved)
