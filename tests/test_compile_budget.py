@@ -149,3 +149,21 @@ def test_default_budget_bounds_a_60_statement_program(chain60):
     start = time.perf_counter()
     pf.schedule(chain60, target="c", fusion="smart", tile=None)
     assert time.perf_counter() - start < 60
+
+
+def test_bounded_step_falls_back_whatever_the_failure_looks_like():
+    """Past the limit isl fails in ways that do not always name the quota (a count reads back as None, a
+    TypeError in islpy): a bounded step still recognises it and returns its fallback, and isl works after."""
+    from polyfuse.schedule.bands import within_budget
+
+    big = isl.Set("{ [i, j] : 0 <= i < 3000 and 0 <= j < 3000 and (i + j) mod 7 = 3 }")
+    ctx = isl.DEFAULT_CONTEXT
+    saved = ctx.get_max_operations()
+    ctx.set_max_operations(10**9)
+    try:
+        assert within_budget(lambda: int(big.count_val().to_python()), "fallback", limit=200) == "fallback"
+        assert within_budget(lambda: 42, "fallback", limit=200) == 42
+    finally:
+        ctx.set_max_operations(saved)
+        ctx.reset_operations()
+    assert int(isl.Set("{ [i] : 0 <= i < 5 }").count_val().to_python()) == 5

@@ -49,13 +49,26 @@ def within_budget(work: Callable[[], R], fallback: R, limit: int | None = None) 
     ctx.reset_operations()
     try:
         return work()
-    except isl.Error as e:
-        if QUOTA_MESSAGE in str(e):
+    except Exception as e:
+        if over_quota(e):
             return fallback
         raise
     finally:
         ctx.set_max_operations(saved)
         ctx.reset_operations()
+
+
+def over_quota(error: Exception) -> bool:
+    """Whether ``error`` comes from isl's operation limit. Not every such failure names the quota (a count
+    isl gave up on reads back as ``None``: a TypeError), but once the limit is passed every isl call fails
+    until the count is reset, so one probe tells."""
+    if QUOTA_MESSAGE in str(error):
+        return True
+    try:
+        isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    except isl.Error as e:
+        return QUOTA_MESSAGE in str(e)
+    return False
 
 
 @contextmanager

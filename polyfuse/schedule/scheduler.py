@@ -31,7 +31,7 @@ import islpy as isl
 from polyfuse.analysis.legality import padded_schedule_map
 from polyfuse.errors import PolyfuseError, PolyfuseWarning
 from polyfuse.ir.program import Program
-from polyfuse.schedule.bands import QUOTA_MESSAGE, DepView, T, annotate, isl_options
+from polyfuse.schedule.bands import QUOTA_MESSAGE, DepView, T, annotate, isl_options, over_quota
 from polyfuse.schedule.mapping import split
 
 FUSION_POLICIES = ("none", "min", "max", "smart")
@@ -148,9 +148,7 @@ class IslBudget:
         except BudgetExhausted:
             raise
         except Exception as e:
-            # Not every failure names the quota (a count isl gave up on reads as None), but once the limit is
-            # passed every isl call fails until the count is reset: probe with one.
-            if self.stage_operations and (QUOTA_MESSAGE in str(e) or _over_quota()):
+            if self.stage_operations and over_quota(e):
                 raise BudgetExhausted(f"{what} ran out of its budget of {self.stage_operations} isl operations") from None
             raise
         finally:
@@ -170,15 +168,6 @@ class IslBudget:
             self.notes.append(note)
             warnings.warn(note, PolyfuseWarning, stacklevel=2)
         return instead
-
-
-def _over_quota() -> bool:
-    """Whether isl's operation counter is past its limit (every isl call fails until it is reset)."""
-    try:
-        isl.Set.universe(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-    except isl.Error as e:
-        return QUOTA_MESSAGE in str(e)
-    return False
 
 
 def isl_tree(
