@@ -86,7 +86,7 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
     if not compared:  # the two group statements differently (e.g. around a time loop): compare wholes
         if tu.total_bytes >= tf.total_bytes:
             return f, notes + ["fusion='smart': kept the fused schedule"]
-        if _sequential(u) > _sequential(f):
+        if _sequential_kernels(u) > _sequential_kernels(f):
             return f, notes + ["fusion='smart': minimal fusion would be less parallel; kept the fused schedule"]
         return dataclasses.replace(u, fusion="smart"), notes + ["fusion='smart': fusion loses: kept the unfused schedule"]
     if not split_kernels:
@@ -103,7 +103,7 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
         f"fusion='smart': distributed {len(split_kernels)} kernel(s): {len(mixed.kernels)} kernel(s), {tm} B"]
 
 
-def _sequential(s: Schedule) -> int:
+def _sequential_kernels(s: Schedule) -> int:
     return sum(1 for k in s.kernels if k.parallel_depth == 0)
 
 
