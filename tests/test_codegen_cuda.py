@@ -22,6 +22,7 @@ from examples import kernels as ex
 from polyfuse.codegen.cuda import PRELUDE, generate_cuda
 from polyfuse.codegen.host_plan import HostPlan, Launch, run_host_plan
 from polyfuse.ir.program import Program
+from polyfuse.schedule.bands import statement_filters
 from polyfuse.schedule.model import Kernel, Schedule
 
 try:
@@ -49,16 +50,6 @@ def _band(prog: Program, stmts, lo: int, hi: int) -> isl.MultiUnionPwAff:
     return out
 
 
-def _filters(prog: Program, groups) -> isl.UnionSetList:
-    fl = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(groups))
-    for g in groups:
-        u = isl.UnionSet.from_set(prog.statement(g[0]).domain)
-        for s in g[1:]:
-            u = u.union(isl.UnionSet.from_set(prog.statement(s).domain))
-        fl = fl.add(u)
-    return fl
-
-
 def hand_schedule(prog: Program, groups, host_depth: int = 0, tile: int | None = 32, nmap: int = 2) -> Schedule:
     """One kernel per group of statements (in order), after ``host_depth`` host loops shared by all.
 
@@ -70,7 +61,7 @@ def hand_schedule(prog: Program, groups, host_depth: int = 0, tile: int | None =
     if host_depth:
         node = node.insert_partial_schedule(_band(prog, [s.name for s in prog.statements], 0, host_depth)).child(0)
     if len(groups) > 1:
-        node = node.insert_sequence(_filters(prog, groups))
+        node = node.insert_sequence(statement_filters(prog, groups))
     kernels = []
     for gi, g in enumerate(groups):
         if len(groups) > 1:
@@ -80,7 +71,7 @@ def hand_schedule(prog: Program, groups, host_depth: int = 0, tile: int | None =
         if nm:
             node = node.insert_partial_schedule(_band(prog, g, host_depth, host_depth + nm))
             if len(g) > 1:
-                node = node.child(0).insert_sequence(_filters(prog, [(s,) for s in g])).parent()
+                node = node.child(0).insert_sequence(statement_filters(prog, [(s,) for s in g])).parent()
             if tile:
                 mv = isl.MultiVal.zero(node.band_get_space())
                 for m in range(nm):

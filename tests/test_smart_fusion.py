@@ -89,7 +89,7 @@ def test_distribution_that_would_be_illegal_keeps_the_fused_kernel(monkeypatch):
     """Distributing is checked like any schedule: a wrong order of the parts is refused, fused stays."""
     monkeypatch.setattr(smart, "program_traffic", _inflating(("S0", "S1"), 10))
     real = smart.distribute
-    monkeypatch.setattr(smart, "distribute", lambda base, view, parts: real(base, view, {k: v[::-1] for k, v in parts.items()}))
+    monkeypatch.setattr(smart, "distribute", lambda prog, base, view, parts: real(prog, base, view, {k: v[::-1] for k, v in parts.items()}))
     sched = pf.schedule(two_chains, target="c", fusion="smart", params={"N": 64, "M": 48})
     assert [k.statements for k in sched.kernels] == [("S0", "S1"), ("S2", "S3")]
     assert any("distributing failed" in n for n in _smart_notes(sched)), sched.notes

@@ -8,12 +8,13 @@ schedule prefix through ``L`` (each iteration then gets its own copy of ``X``; s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
 import islpy as isl
 
+from polyfuse.ir.program import Program
 from polyfuse.schedule.deps import Dep
 
 T = isl.schedule_node_type
@@ -87,6 +88,17 @@ def isl_options(**options: int) -> Iterator[None]:
     finally:
         for k, v in saved.items():
             getattr(ctx, f"set_{k}")(v)
+
+
+def statement_filters(prog: Program, groups: Sequence[Sequence[str]]) -> isl.UnionSetList:
+    """One filter per group of statement names (the union of their domains), for ``insert_sequence``."""
+    filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(groups))
+    for group in groups:
+        u = isl.UnionSet.empty(prog.context.get_space())
+        for name in group:
+            u = u.union(isl.UnionSet.from_set(prog.statement(name).domain))
+        filters = filters.add(u)
+    return filters
 
 
 def member_map(node: isl.ScheduleNode, k: int) -> isl.UnionMap:

@@ -45,7 +45,7 @@ from polyfuse.analysis.legality import check_parallel, check_schedule
 from polyfuse.errors import IllegalTransformError
 from polyfuse.ir.expr import Binary, Read
 from polyfuse.ir.program import Program, Statement
-from polyfuse.schedule.bands import member_map, prefix_through
+from polyfuse.schedule.bands import member_map, prefix_through, statement_filters
 from polyfuse.schedule.deps import dependences_of
 from polyfuse.schedule.kernel_tree import kernel_mark, kernel_parts
 from polyfuse.schedule.mapping import KernelInfo, flat_depth
@@ -356,16 +356,6 @@ def _band(stmts: Sequence[Statement], lo: int, hi: int) -> isl.MultiUnionPwAff:
     return out
 
 
-def _filters(prog: Program, groups: Sequence[Sequence[str]]) -> isl.UnionSetList:
-    fl = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(groups))
-    for g in groups:
-        u = isl.UnionSet.from_set(prog.statement(g[0]).domain)
-        for s in g[1:]:
-            u = u.union(isl.UnionSet.from_set(prog.statement(s).domain))
-        fl = fl.add(u)
-    return fl
-
-
 def _build(prog: Program, tree, n, info: KernelInfo, phases: list[_Phase], params) -> tuple[isl.Schedule, KernelInfo]:
     kernel = info.kernel
     rows = kernel.parallel_depth
@@ -375,7 +365,7 @@ def _build(prog: Program, tree, n, info: KernelInfo, phases: list[_Phase], param
     for k in range(rows):
         node = node.band_member_set_coincident(k, 1)
     row_depth = node.get_tree_depth()
-    node = node.child(0).insert_sequence(_filters(prog, [ph.statements for ph in phases]))
+    node = node.child(0).insert_sequence(statement_filters(prog, [ph.statements for ph in phases]))
     for p, ph in enumerate(phases):
         node = node.child(p).child(0)
         node = _phase_tree(prog, node, ph, rows)
@@ -408,7 +398,7 @@ def _phase_tree(prog: Program, node: isl.ScheduleNode, ph: _Phase, rows: int) ->
         node = node.insert_partial_schedule(_band(stmts, rows, rows + 1))
         node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.atomic).child(0)
     if len(stmts) > 1:
-        node = node.insert_sequence(_filters(prog, [[s.name] for s in stmts]))
+        node = node.insert_sequence(statement_filters(prog, [[s.name] for s in stmts]))
         for k, s in enumerate(stmts):
             if ph.loop and s.depth > rows + 1:
                 node = node.child(k).child(0).insert_partial_schedule(_band([s], rows + 1, s.depth)).parent().parent()

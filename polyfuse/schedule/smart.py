@@ -24,7 +24,7 @@ import islpy as isl
 from polyfuse.cost.traffic import program_traffic
 from polyfuse.errors import IllegalTransformError, PolyfuseError
 from polyfuse.ir.program import Program
-from polyfuse.schedule.bands import DepView, annotate
+from polyfuse.schedule.bands import DepView, annotate, statement_filters
 from polyfuse.schedule.mapping import split, statements_of
 from polyfuse.schedule.model import Schedule
 from polyfuse.schedule.scheduler import BudgetExhausted, IslBudget
@@ -93,7 +93,7 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
         return f, notes + ["fusion='smart': kept the fused schedule"]
     try:
         with budget.stage("distributing the kernels where fusion loses"):
-            mixed = finish(distribute(fused.base, fused.view, split_kernels), fused.view)
+            mixed = finish(distribute(prog, fused.base, fused.view, split_kernels), fused.view)
             tm = program_traffic(prog, mixed.tree, mixed.kernels, mixed.contracted, sizes).total_bytes
     except (IllegalTransformError, PolyfuseError, BudgetExhausted) as e:
         return f, notes + [f"fusion='smart': distributing failed ({e}); kept the fused schedule"]
@@ -107,31 +107,15 @@ def _sequential_kernels(s: Schedule) -> int:
     return sum(1 for k in s.kernels if k.parallel_depth == 0)
 
 
-def distribute(base: isl.Schedule, view: DepView, parts: Mapping[frozenset[str], list[tuple[str, ...]]]) -> isl.Schedule:
+def distribute(prog: Program, base: isl.Schedule, view: DepView,
+               parts: Mapping[frozenset[str], list[tuple[str, ...]]]) -> isl.Schedule:
     """``base`` with each kernel whose statements are a key of ``parts`` distributed into a sequence of
     loop nests, one per statement group of ``parts[key]`` (in that order), all with the kernel's band; the
     band flags are derived again (a distributed nest may be more parallel than the fused one)."""
 
     def at_kernel(node: isl.ScheduleNode) -> isl.ScheduleNode:
         groups = parts.get(frozenset(statements_of(node)))
-        if not groups:
-            return node
-        domain = node.get_domain()
-        filters = isl.UnionSetList.alloc(domain.get_ctx(), len(groups))
-        for group in groups:
-            filters = filters.add(_statements(domain, group))
-        return node.insert_sequence(filters)
+        return node.insert_sequence(statement_filters(prog, groups)) if groups else node
 
     tree = split(base.get_root(), at_kernel).get_schedule()
     return annotate(tree.get_root(), view).get_schedule()
-
-
-def _statements(domain: isl.UnionSet, names: tuple[str, ...]) -> isl.UnionSet:
-    """The part of ``domain`` that belongs to the statements ``names``."""
-    sets: list[isl.Set] = []
-    domain.foreach_set(sets.append)
-    out = isl.UnionSet.empty(domain.get_space())
-    for s in sets:
-        if s.get_tuple_name() in names:
-            out = out.union(isl.UnionSet.from_set(s))
-    return out
