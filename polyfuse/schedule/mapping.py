@@ -28,6 +28,7 @@ import islpy as isl
 
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T, member_map, prefix_through
+from polyfuse.schedule.interchange import stride_one_innermost
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
 from polyfuse.schedule.tiling import sizes_for, tile_band
 
@@ -100,6 +101,8 @@ class Mapper:
             if self.target == "cuda":
                 return self._cuda(node, name, stmts, domain, flat, sizes)
             node = tile_band(node, sizes)
+            if len(sizes) == node.band_n_member() and node.n_children() == 1 and node.child(0).get_type() == T.band:
+                node = stride_one_innermost(self.prog, node.child(0)).parent()
             outer, thread = prefix_through(node, 0), prefix_through(node, 1)
             kernel = Kernel(name, stmts, parallel_depth=1, tile_sizes=tuple(sizes))
             self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat + 1))
