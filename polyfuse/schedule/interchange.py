@@ -4,9 +4,9 @@ isl's scheduler orders a band's members by its own criteria, so gemm's tiles com
 reduction ``k`` innermost: ``B[k, j]`` is walked with stride ``N`` and ``C[i, j]`` is invariant, so the
 compiler cannot vectorise the loop. Inside a tile of a *permutable* band any order of the point loops is
 legal (every dependence distance is non-negative in every member), so :func:`stride_one_innermost` moves
-the member along which the most accesses are contiguous to the innermost position (``i, k, j`` for
-gemm: ``C`` and ``B`` contiguous, ``A`` invariant). Writes that are invariant along a member (a reduction
-into it) count against it. The tree is re-checked for legality by ``pf.schedule`` like every other.
+the member along which the most accesses to arguments are contiguous to the innermost position (``i, k,
+j`` for gemm: ``C`` and ``B`` contiguous, ``A`` invariant). Strided accesses and writes invariant along a
+member (a reduction into it) count against it; temporaries, mostly contracted to registers, do not count. The tree is re-checked for legality by ``pf.schedule`` like every other.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def stride_one_innermost(prog: Program, point: isl.ScheduleNode) -> isl.Schedule
 
 
 def _score(prog: Program, member: isl.UnionPwAff) -> int:
-    """Accesses contiguous along ``member`` minus strided ones, with invariant writes (reductions) -2."""
+    """Accesses to arguments contiguous along ``member``, minus strided ones and writes invariant along it
+    (a reduction innermost does not vectorise); temporaries do not count."""
     score = 0
     pieces: list[isl.PwAff] = []
     member.foreach_pw_aff(pieces.append)
@@ -51,12 +52,12 @@ def _score(prog: Program, member: isl.UnionPwAff) -> int:
         if it is None:
             continue
         for acc in stmt.accesses:
+            if prog.arrays[acc.array].role == "temp":
+                continue  # usually contracted to registers later (softmax's row max): no memory walked
             kind = _along(acc.relation, it)
             if kind == "contiguous":
                 score += 1
-            elif kind == "invariant":
-                score -= 2 if acc.kind != "read" else 0
-            else:
+            elif kind != "invariant" or acc.kind != "read":
                 score -= 1
     return score
 
