@@ -4,9 +4,10 @@ isl's scheduler orders a band's members by its own criteria, so gemm's tiles com
 reduction ``k`` innermost: ``B[k, j]`` is walked with stride ``N`` and ``C[i, j]`` is invariant, so the
 compiler cannot vectorise the loop. Inside a tile of a *permutable* band any order of the point loops is
 legal (every dependence distance is non-negative in every member), so :func:`stride_one_innermost` moves
-the member along which the most accesses to arguments are contiguous to the innermost position (``i, k,
-j`` for gemm: ``C`` and ``B`` contiguous, ``A`` invariant). Strided accesses and writes invariant along a
-member (a reduction into it) count against it; temporaries, mostly contracted to registers, do not count. The tree is re-checked for legality by ``pf.schedule`` like every other.
+innermost a member along which every write of the band is contiguous, the one with the most contiguous
+reads (``i, k, j`` for gemm: ``C`` and ``B`` contiguous, ``A`` invariant). Where no member makes every
+write contiguous (a row reduction next to an elementwise write, fused attention) isl's order stays: a
+conservative rule, since a wrong guess costs more than it gains (measured: layernorm 8x slower). The tree is re-checked for legality by ``pf.schedule`` like every other.
 """
 
 from __future__ import annotations
@@ -17,15 +18,16 @@ from polyfuse.ir.program import Program
 
 
 def stride_one_innermost(prog: Program, point: isl.ScheduleNode) -> isl.ScheduleNode:
-    """``point`` (a permutable band) with the best member for contiguous access moved innermost; the
-    node unchanged when the innermost member is already the best (ties keep isl's order)."""
+    """``point`` (a permutable band) with a better member for contiguous access moved innermost; the node
+    unchanged unless some member makes every write of the band contiguous and the innermost does not, or
+    both do and it makes more reads contiguous (ties keep isl's order)."""
     n = point.band_n_member()
     if n < 2 or not point.band_get_permutable():
         return point
     mupa = point.band_get_partial_schedule()
     scores = [_score(prog, mupa.get_union_pw_aff(k)) for k in range(n)]
     best = max(range(n), key=lambda k: (scores[k], k))  # ties: the innermost
-    if best == n - 1 or scores[best] <= scores[n - 1]:
+    if best == n - 1 or scores[best] <= scores[n - 1] or not scores[best][0]:
         return point
     order = [k for k in range(n) if k != best] + [best]
     coincident = [point.band_member_get_coincident(k) for k in order]
@@ -40,26 +42,27 @@ def stride_one_innermost(prog: Program, point: isl.ScheduleNode) -> isl.Schedule
     return node
 
 
-def _score(prog: Program, member: isl.UnionPwAff) -> int:
-    """Accesses to arguments contiguous along ``member``, minus strided ones and writes invariant along it
-    (a reduction innermost does not vectorise); temporaries do not count."""
-    score = 0
+def _score(prog: Program, member: isl.UnionPwAff) -> tuple[bool, int]:
+    """(every write contiguous along ``member``, reads contiguous minus reads strided along it). A member
+    that leaves some write strided or invariant (a reduction) is never moved innermost: such kernels (row
+    reductions, fused attention) keep isl's order."""
+    writes_ok, reads = True, 0
     pieces: list[isl.PwAff] = []
     member.foreach_pw_aff(pieces.append)
     for pa in pieces:
         stmt = prog.statement(pa.get_domain_space().get_tuple_name(isl.dim_type.set))
         it = _iterator(pa)
         if it is None:
-            continue
+            return (False, 0)
         for acc in stmt.accesses:
-            if prog.arrays[acc.array].role == "temp":
-                continue  # usually contracted to registers later (softmax's row max): no memory walked
             kind = _along(acc.relation, it)
-            if kind == "contiguous":
-                score += 1
-            elif kind != "invariant" or acc.kind != "read":
-                score -= 1
-    return score
+            if acc.kind != "read":
+                writes_ok = writes_ok and kind == "contiguous"
+            elif kind == "contiguous":
+                reads += 1
+            elif kind == "strided":
+                reads -= 1
+    return (writes_ok, reads)
 
 
 def _iterator(pa: isl.PwAff) -> int | None:
