@@ -44,6 +44,7 @@ _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)
 
 # ----- the graph ----------------------------------------------------------------------------------------
 Lower = Callable[["Lowering", "Tensor", str], None]
+ViewIndex = Callable[["Lowering", list], list]
 
 
 @dataclass(eq=False)
@@ -62,6 +63,8 @@ class Tensor:
     name: str | None = None
     index: int = 0
     line: int = 0
+    #: for a view (``pf.ops.reshape``, ``permute``, ...): maps its subscripts to those of ``inputs[0]``
+    view: ViewIndex | None = None
 
     @property
     def ndim(self) -> int:
@@ -101,7 +104,7 @@ class Tensor:
         return self.graph.matmul_hook(o, self)
 
     def __repr__(self) -> str:
-        what = f"input {self.name!r}" if self.lower is None else self.op
+        what = f"input {self.name!r}" if self.lower is None and self.view is None else self.op
         return f"<pf.Tensor {what} {shape_text(self.shape)} {self.dtype.name}>"
 
     __hash__ = object.__hash__
@@ -144,6 +147,16 @@ class Graph:
             if t.graph is not self:
                 raise PolyfuseError(f"{op}: {t!r} belongs to graph {t.graph.name!r}, not {self.name!r}")
         return self._add(Tensor(self, tuple(shape), dtype, op, tuple(inputs), lower))
+
+    def view(self, op: str, base: Tensor, shape: Sequence[SizeExpr], index: ViewIndex) -> Tensor:
+        """A view of ``base``: no array of its own; reading ``view[I]`` reads ``base[index(lw, I)]``.
+
+        ``index`` receives the lowering and the view's subscripts as ``isl.PwAff`` in the reading
+        statement's scope, and returns ``base``'s subscripts (quasi-affine: ``//`` and ``%`` by constants).
+        """
+        if base.graph is not self:
+            raise PolyfuseError(f"{op}: {base!r} belongs to graph {base.graph.name!r}, not {self.name!r}")
+        return self._add(Tensor(self, tuple(shape), base.dtype, op, (base,), None, view=index))
 
     def _add(self, t: Tensor) -> Tensor:
         t.index = len(self.tensors)

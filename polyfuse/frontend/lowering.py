@@ -40,17 +40,17 @@ class Lowering:
             if t.lower is not None and t.index not in owner:
                 owner[t.index] = name
         for t in self.graph.tensors:
-            if t.index not in needed or t.lower is None:
+            if t.index not in needed or t.lower is None:  # inputs, and views (read through their base)
                 continue
             array = owner.get(t.index) or self.temp(t.shape, t.dtype, t.op)
             self.home[t.index] = array
             self.line = t.line
             t.lower(self, t, array)
         for name, t in self.outputs.items():
-            if self.home[t.index] != name:  # an input or a tensor given twice: copy it
+            if self.home.get(t.index) != name:  # an input, a view, or a tensor given twice: copy it
                 self.line = t.line
                 with self.nest(t.shape) as its:
-                    self.assign(name, its, "=", lambda ld: ld(t, its), f"{name} = {self.home[t.index]}")
+                    self.assign(name, its, "=", lambda ld: ld(t, its), f"{name} = {self.array(t)}")
 
     def _needed(self) -> set[int]:
         seen: set[int] = set()
@@ -64,8 +64,14 @@ class Lowering:
 
     # ----- helpers for the operators' lowerings ---------------------------------------------------
     def array(self, t: Tensor) -> str:
-        """The array holding ``t``'s value (it has been lowered already)."""
+        """The array holding ``t``'s value (it has been lowered already; a view's is its base's)."""
+        while t.view is not None:
+            t = t.inputs[0]
         return self.home[t.index]
+
+    def domain(self) -> isl.Set:
+        """The iteration domain at the current point of the nest (views simplify their subscripts in it)."""
+        return self.b._current_domain(self.b.scope())
 
     def temp(self, shape: Sequence[SizeExpr], dtype: DType, hint: str) -> str:
         """A fresh temporary array."""
@@ -141,6 +147,8 @@ class Lowering:
             def load(src: Tensor | str, where: Sequence[Any]) -> Val:
                 name = src if isinstance(src, str) else self.array(src)
                 idx = self.index(where)
+                while not isinstance(src, str) and src.view is not None:  # read a view through its base
+                    idx, src = src.view(self, idx), src.inputs[0]
                 k = read(name, idx, f"{name}[{', '.join(_sub_text(w) for w in where)}]")
                 return Val(Read(k, self.b.arrays[name].dtype))
 

@@ -7,11 +7,13 @@ general scheduler fuses them.
 from polyfuse.ops.conv import conv2d
 from polyfuse.ops.elementwise import abs, add, div, exp, log, maximum, minimum, mul, neg, rsqrt, sqrt, sub, tanh  # noqa: A004
 from polyfuse.ops.linalg import matmul
-from polyfuse.ops.nn import gelu, layernorm, relu, sigmoid, softmax
+from polyfuse.ops.nn import gelu, layernorm, log_softmax, relu, sigmoid, silu, softmax
+from polyfuse.ops.norm import batch_norm, rms_norm
 from polyfuse.ops.reduce import max, mean, min, sum  # noqa: A004
-from polyfuse.ops.shape import transpose
+from polyfuse.ops.shape import expand, permute, reshape, select, slice_axis, squeeze, transpose, unsqueeze
 
 __all__ = [
     "abs", "add", "conv2d", "div", "exp", "gelu", "layernorm", "log", "matmul", "max", "maximum", "mean", "min", "minimum",
     "mul", "neg", "relu", "rsqrt", "sigmoid", "softmax", "sqrt", "sub", "sum", "tanh", "transpose",
+    "batch_norm", "expand", "log_softmax", "permute", "reshape", "rms_norm", "select", "silu", "slice_axis", "squeeze", "unsqueeze",
 ]

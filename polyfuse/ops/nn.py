@@ -35,9 +35,36 @@ def gelu_formula(v: Val) -> Val:
     return 0.5 * v * (1.0 + unary("tanh", inner))
 
 
-def gelu(x: Tensor) -> Tensor:
-    """GELU, tanh approximation (as ``torch.nn.functional.gelu(x, approximate="tanh")``)."""
-    return elementwise("gelu", gelu_formula, x, float_result=True)
+# Abramowitz & Stegun 7.1.26: erf(z) = 1 - t (a1 + t (a2 + ... + t a5)) exp(-z^2), t = 1 / (1 + p z), z >= 0;
+# absolute error below 1.5e-7, under float32's resolution of the result.
+_ERF_P = 0.3275911
+_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def gelu_erf_formula(v: Val) -> Val:
+    """The exact form ``x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))``, with ``x erf(z) = |x| erf(|z|)`` so that
+    only ``erf`` of a non-negative argument (A&S 7.1.26) is needed."""
+    ax = unary("abs", v)
+    z = ax * (1.0 / math.sqrt(2.0))
+    t = 1.0 / (1.0 + _ERF_P * z)
+    poly = const(_ERF_A[-1], v.dtype)
+    for a in reversed(_ERF_A[:-1]):
+        poly = poly * t + a
+    erf_abs = 1.0 - t * poly * unary("exp", -(z * z))
+    return 0.5 * (v + ax * erf_abs)
+
+
+def gelu(x: Tensor, approximate: str = "tanh") -> Tensor:
+    """GELU: ``approximate="tanh"`` (the default, as ``torch.nn.functional.gelu(x, approximate="tanh")``) or
+    ``"none"``, the exact erf form (torch's default)."""
+    if approximate not in ("tanh", "none"):
+        raise ShapeError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
+    return elementwise("gelu", gelu_formula if approximate == "tanh" else gelu_erf_formula, x, float_result=True)
+
+
+def silu(x: Tensor) -> Tensor:
+    """``x * sigmoid(x)`` (SiLU, swish)."""
+    return elementwise("silu", lambda v: v / (1.0 + unary("exp", -v)), x, float_result=True)
 
 
 def _rows(op: str, x: Tensor, axis: int) -> tuple[int, Callable[[list[str]], list[str]]]:
@@ -126,3 +153,33 @@ def layernorm(x: Tensor, gamma: Tensor | None = None, beta: Tensor | None = None
             lw.assign(y, its, "=", norm, f"{y} = layernorm({xa})")
 
     return x.graph.apply("layernorm", inputs, x.shape, x.dtype, lower)
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``.
+
+    Lowering (``m``, ``s``: per-row temporaries): ``m = -inf``; ``m = max(m, x)``; ``s = 0``;
+    ``s += exp(x - m)``; ``y = x - m - log(s)``.
+    """
+    if not x.dtype.is_float:
+        raise ShapeError(f"log_softmax: needs a float tensor, got {x.dtype.name}")
+    a, kept = _rows("log_softmax", x, axis)
+    row_shape = tuple(s for k, s in enumerate(x.shape) if k != a)
+
+    def lower(lw: Lowering, out: Tensor, y: str) -> None:
+        m = lw.temp(row_shape, x.dtype, "lsm_max")
+        s = lw.temp(row_shape, x.dtype, "lsm_sum")
+        xa = lw.array(x)
+        with lw.nest(row_shape) as its:
+            lw.assign(m, its, "=", lambda ld: const(-math.inf, x.dtype), f"{m} = -inf")
+        with lw.nest(x.shape) as its:
+            lw.assign(m, kept(its), "=", lambda ld: binary("max", ld(m, kept(its)), ld(x, its)), f"{m} = max({m}, {xa})")
+        with lw.nest(row_shape) as its:
+            lw.assign(s, its, "=", lambda ld: const(0.0, x.dtype), f"{s} = 0")
+        with lw.nest(x.shape) as its:
+            lw.assign(s, kept(its), "+=", lambda ld: unary("exp", ld(x, its) - ld(m, kept(its))), f"{s} += exp({xa} - {m})")
+        with lw.nest(x.shape) as its:
+            lw.assign(y, its, "=", lambda ld: ld(x, its) - ld(m, kept(its)) - unary("log", ld(s, kept(its))),
+                      f"{y} = {xa} - {m} - log({s})")
+
+    return x.graph.apply("log_softmax", [x], x.shape, x.dtype, lower)
