@@ -72,6 +72,11 @@ class RuntimeUnavailable(PolyfuseError):
     """The requested backend cannot run here (no GPU, no pycuda, no C compiler)."""
 
 
+class UnsupportedOperator(PolyfuseError):
+    """A framework operator (a PyTorch ATen op) that polyfuse cannot express, or not with these arguments;
+    ``pf.from_torch`` reports it, the ``torch.compile`` backend leaves the operator to eager PyTorch."""
+
+
 class PolyfuseWarning(UserWarning):
     """Something polyfuse did differently from what was asked, e.g. a less ambitious fusion policy after
     isl's scheduler ran out of its operation budget; the result is still correct."""
