@@ -31,7 +31,7 @@ from polyfuse.codegen.code import Code
 from polyfuse.errors import CodegenError, PolyfuseError, RuntimeUnavailable
 from polyfuse.ir.program import Program
 from polyfuse.runtime import cpu, tuning
-from polyfuse.runtime.args import Bound, bind
+from polyfuse.runtime.args import Binder, Bound
 from polyfuse.schedule import schedule as schedule_program
 from polyfuse.schedule.model import Schedule
 
@@ -108,7 +108,7 @@ def run_pipeline(program: Program, target: str, options: Mapping[str, Any], size
 
 
 class Executable:
-    """A compiled program: ``exe(**arrays_scalars_and_sizes)`` runs it in place on numpy arrays.
+    """A compiled program: ``y = exe(a, b)`` or ``exe(A=a, B=b, T=10)`` runs it (see :meth:`__call__`).
 
     Each distinct set of sizes is specialised once (schedule, code, loaded function and temporary buffers)
     and reused. ``code`` and ``schedule`` are those of the sizes given with ``params=`` at compile time, else
@@ -122,16 +122,25 @@ class Executable:
         self.tune = tune
         self._specialisations: dict[tuple[tuple[str, int], ...], tuple[Compiled, dict[str, np.ndarray]]] = {}
         self._latest: Compiled | None = None
+        self._buffers: list[dict[str, np.ndarray]] = []
+        self._binder = Binder(program, device_arrays=target == "cuda", allocate=True)
         params = options.get("params")
         if params:
             self._latest = self.specialise(params)
 
-    def __call__(self, **kwargs: Any) -> None:
-        """Run on ``kwargs`` (arrays, scalars and sizes by name); outputs are written in place."""
-        bound = bind(self.program, kwargs, device_arrays=self.target == "cuda")
-        compiled, temporaries = self._get(bound.sizes)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run on the program's arguments, positional in signature order or by name, and sizes by name.
+
+        Arrays may be numpy arrays or anything exposing ``__array_interface__``, DLPack or (CUDA)
+        ``__cuda_array_interface__``, used without a copy. Outputs not passed are allocated. Returns the
+        arrays the program writes, in signature order (the caller's own objects where passed, written in
+        place): one array, a tuple of them, or None when it writes none.
+        """
+        bound = self._binder(args, kwargs)
+        compiled, temporaries = self._get(bound.key)
         self._latest = compiled
         compiled.function(*self._values(compiled.code, bound, temporaries))
+        return bound.returned
 
     def specialise(self, sizes: Mapping[str, int]) -> Compiled:
         """The pipeline's values for ``sizes`` (compiled on first use, then cached)."""
@@ -151,15 +160,18 @@ class Executable:
     def schedule(self) -> Schedule:
         return self.compiled.schedule
 
-    def _get(self, sizes: Mapping[str, int]) -> tuple[Compiled, dict[str, np.ndarray]]:
-        key = tuple(sorted((k, int(v)) for k, v in sizes.items()))
+    def _get(self, sizes: Mapping[str, int] | tuple[tuple[str, int], ...]) -> tuple[Compiled, dict[str, Any]]:
+        key = sizes if isinstance(sizes, tuple) else tuple(sorted((k, int(v)) for k, v in sizes.items()))
         entry = self._specialisations.get(key)
         if entry is None:
             compiled = self._build(dict(key))
-            temporaries = {
+            temporaries: dict[str, Any] = {
                 name: np.empty(self.program.arrays[name].concrete_shape(dict(key)), self.program.arrays[name].dtype.numpy)
                 for name in compiled.code.temporaries
             }
+            if self.target == "c":  # passed by address, like the arguments (the arrays stay alive in _buffers)
+                self._buffers.append(temporaries)
+                temporaries = {name: a.ctypes.data for name, a in temporaries.items()}
             entry = self._specialisations[key] = (compiled, temporaries)
         return entry
 
@@ -169,15 +181,18 @@ class Executable:
         return tuning.tune(self.program, self.target, self.options, sizes, self.tune,
                            build=lambda options: run_pipeline(self.program, self.target, options, sizes))
 
-    def _values(self, code: Code, bound: Bound, temporaries: Mapping[str, np.ndarray]) -> list[Any]:
+    def _values(self, code: Code, bound: Bound, temporaries: Mapping[str, Any]) -> list[Any]:
+        """The entry point's arguments in ``code.signature`` order; for C, arrays by address (checked by
+        the binder), so the call converts nothing."""
+        arrays = bound.addresses if self.target == "c" else bound.arrays
         out: list[Any] = []
         for arg in code.signature:
             if arg.kind == "size":
                 out.append(bound.sizes[arg.name])
             elif arg.kind == "scalar":
                 out.append(bound.scalars[arg.name])
-            elif arg.name in bound.arrays:
-                out.append(bound.arrays[arg.name])
+            elif arg.name in arrays:
+                out.append(arrays[arg.name])
             elif arg.name in temporaries:
                 out.append(temporaries[arg.name])
             else:

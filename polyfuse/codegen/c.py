@@ -61,20 +61,29 @@ static inline int32_t pf_max_i32(int32_t a, int32_t b) { return a > b ? a : b; }
 static inline int32_t pf_min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
 static inline int32_t pf_abs_i32(int32_t a) { return a < 0 ? -a : a; }
 static inline int32_t pf_pow_i32(int32_t a, int32_t b) { int32_t r = 1; while (b-- > 0) r *= a; return r; }
+static inline int64_t pf_floordiv_i64(int64_t a, int64_t b) { int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int64_t pf_mod_i64(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int64_t pf_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t pf_min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t pf_abs_i64(int64_t a) { return a < 0 ? -a : a; }
+static inline int64_t pf_pow_i64(int64_t a, int64_t b) { int64_t r = 1; while (b-- > 0) r *= a; return r; }
 static inline float pf_mod_f32(float a, float b) { float r = fmodf(a, b); return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r; }
 static inline double pf_mod_f64(double a, double b) { double r = fmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r; }
 """
 """Exact Python/numpy semantics for value operations C spells differently (floor division and modulo)."""
 
 # Per-dtype spelling of the value intrinsics: float ones are the vectorisable functions of c_math.py.
-_UNARY_FN = {**c_math.UNARY, "i32": {"abs": "pf_abs_i32"}}
+_UNARY_FN = {**c_math.UNARY, "i32": {"abs": "pf_abs_i32"}, "i64": {"abs": "pf_abs_i64"}}
 _BINARY_FN = {
     "f32": {**c_math.BINARY["f32"], "%": "pf_mod_f32"},
     "f64": {**c_math.BINARY["f64"], "%": "pf_mod_f64"},
     "i32": {"max": "pf_max_i32", "min": "pf_min_i32", "pow": "pf_pow_i32", "//": "pf_floordiv_i32", "%": "pf_mod_i32"},
+    "i64": {"max": "pf_max_i64", "min": "pf_min_i64", "pow": "pf_pow_i64", "//": "pf_floordiv_i64", "%": "pf_mod_i64"},
 }
+_PROMOTED = {"i8": "i32", "i16": "i32", "u8": "i32"}
+"""C computes on char and short in int (integer promotion), so their intrinsics are the int ones."""
 _FLOOR = {"f32": "floorf", "f64": "floor"}
-_INFIX = {"+": "+", "-": "-", "*": "*", "/": "/", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!=",
+_INFIX = {"+": "+", "-": "-", "*": "*", "/": "/", "tdiv": "/", "trem": "%", "&": "&", "|": "|", "^": "^", "<<": "<<", ">>": ">>", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!=",
           "and": "&&", "or": "||"}
 
 
@@ -343,7 +352,7 @@ class _CPrinter:
             return f"(!{operand})"
         dtype = e.dtype or e.operand.dtype
         assert dtype is not None
-        fn = _UNARY_FN[dtype.name].get(e.op)
+        fn = _UNARY_FN[_PROMOTED.get(dtype.name, dtype.name)].get(e.op)
         if fn is None:  # a float function of an integer: compute in double, as numpy does
             return f"(({dtype.c_name}){self._function(_UNARY_FN['f64'][e.op])}((double){operand}))"
         return f"{self._function(fn)}({_strip_parens(operand)})"
@@ -356,7 +365,7 @@ class _CPrinter:
         return name
 
     def _binary(self, e: Binary, lhs: str, rhs: str) -> str:
-        kind = e.dtype.name
+        kind = _PROMOTED.get(e.dtype.name, e.dtype.name)
         fn = _BINARY_FN[kind].get(e.op)
         if fn is not None:
             return f"{self._function(fn)}({_strip_parens(lhs)}, {_strip_parens(rhs)})"

@@ -1,21 +1,32 @@
-"""Binding call-time keyword arguments to a Program: shared by every runtime.
+"""Binding call-time arguments to a Program: shared by every runtime.
 
-``bind(program, kwargs)`` checks what a caller passed and derives the sizes. Each array argument must be a
-C-contiguous ``numpy.ndarray`` of exactly the declared dtype and rank; its shape gives one affine equation
-per axis, ``shape_expr(sizes) == array.shape[axis]``. Equations with a single unknown size are solved
-until none is left, then every equation is checked, so two arrays that disagree on ``N`` are reported.
-Sizes no shape determines (a time-step count ``T``) come as keywords; passing an inferable one is allowed
-and checked. Finally the sizes must satisfy ``program.context`` (the ``assume=`` constraints), and no two
-array arguments may share memory. Every failure is a one-line :class:`ShapeError` naming the argument.
+``Binder(program)(args, kwargs)`` checks what a caller passed and derives the sizes. Positional arguments
+come in signature order (``program.arguments``), keywords by name; sizes no shape determines (a time-step
+count ``T``) come as keywords, and passing an inferable one is allowed and checked. Each array argument is
+anything :func:`polyfuse.runtime.arrays.as_array` can view without a copy (numpy, ``__array_interface__``,
+DLPack, ``__cuda_array_interface__``); the view must have exactly the declared dtype and rank and be
+C-contiguous. Its shape gives one affine equation per axis, ``shape_expr(sizes) == array.shape[axis]``.
+Equations with a single unknown size are solved until none is left, then every equation is checked, so two
+arrays that disagree on ``N`` are reported. Finally the sizes must satisfy ``program.context`` (the
+``assume=`` constraints), and no two array arguments the program writes may share memory. Every failure is a
+one-line :class:`ShapeError` naming the argument.
+
+With ``allocate=True`` output arrays (role ``output``) that were not passed are allocated (zero-filled
+numpy arrays) once the sizes are known. :attr:`Bound.results` holds what an executable returns: every array
+the program writes, in signature order, as the caller's own object when it was passed.
+
+The checks that depend only on the arguments' shapes, dtypes and keyword sizes (size inference, the shape
+equations, the context) run once per distinct such key and are cached by the :class:`Binder`; later calls
+with the same key only check layout, writeability, scalars and aliasing, which keeps the per-call overhead
+of a compiled executable to a few microseconds.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import islpy as isl
 import numpy as np
@@ -23,84 +34,145 @@ import numpy as np
 from polyfuse.errors import ShapeError
 from polyfuse.ir.printer import format_size
 from polyfuse.ir.program import Array, Program
+from polyfuse.runtime.arrays import DeviceArray, as_array, strides_text
 from polyfuse.types import DType, SizeExpr
 
+__all__ = ["Bound", "Binder", "DeviceArray", "bind", "describe_array", "gather"]
 
-@dataclass(frozen=True)
-class Bound:
-    """A checked call: a value for every size param, the array arguments, and the scalar arguments converted
-    to numpy scalars of their declared dtype."""
+
+class Bound(NamedTuple):
+    """A checked call: a value for every size param (read-only), the array arguments (numpy arrays or
+    :class:`DeviceArray`), the scalar arguments converted to numpy scalars of their declared dtype, the
+    arrays' addresses (host or device, by name), the values an executable returns (``results``: the written
+    arrays in signature order, as given or as allocated) and ``key``, the sizes as a sorted tuple.
+
+    A named tuple rather than a dataclass: one is made per call, and this is the cheapest immutable record."""
 
     sizes: Mapping[str, int]
-    arrays: Mapping[str, np.ndarray]
-    scalars: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for name in ("sizes", "arrays", "scalars"):
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
-
-
-@dataclass(frozen=True)
-class DeviceArray:
-    """A GPU array given by a ``__cuda_array_interface__`` object (PyTorch, CuPy, pycuda), seen through the
-    same checks as a numpy array: shape, dtype, C-contiguity, writeability. The CUDA runtime uses it in place."""
-
-    obj: Any
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    pointer: int
-    c_contiguous: bool
-    writeable: bool
-
-    @staticmethod
-    def of(obj: Any) -> DeviceArray:
-        iface = obj.__cuda_array_interface__
-        shape = tuple(int(d) for d in iface["shape"])
-        dtype = np.dtype(iface["typestr"])
-        strides = iface.get("strides")
-        c_strides = tuple(int(np.prod(shape[k + 1 :], dtype=np.int64)) * dtype.itemsize for k in range(len(shape)))
-        contiguous = strides is None or tuple(strides) == c_strides or int(np.prod(shape, dtype=np.int64)) <= 1
-        pointer, readonly = iface["data"]
-        return DeviceArray(obj, shape, dtype, int(pointer or 0), contiguous, not readonly)
+    arrays: Mapping[str, Any]
+    scalars: Mapping[str, Any]
+    addresses: Mapping[str, int]
+    results: tuple[Any, ...]
+    key: tuple[tuple[str, int], ...]
 
     @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-
-    @property
-    def __cuda_array_interface__(self) -> dict:
-        return self.obj.__cuda_array_interface__
+    def returned(self) -> Any:
+        """What a call returns: None when the program writes no argument, the one written array, or a tuple."""
+        if not self.results:
+            return None
+        return self.results[0] if len(self.results) == 1 else self.results
 
 
-def bind(program: Program, kwargs: Mapping[str, Any], device_arrays: bool = False) -> Bound:
+def gather(program: Program, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Positional ``args`` (in signature order) and ``kwargs`` merged into one dict by name."""
+    names = program.arguments
+    if len(args) > len(names):
+        raise ShapeError(
+            f"{program.name} takes {len(names)} positional argument(s) ({', '.join(names)}), got {len(args)}"
+            + (f"; pass sizes by keyword ({', '.join(program.params)})" if program.params else "")
+        )
+    values = dict(zip(names, args))
+    for name, value in kwargs.items():
+        if name in values:
+            raise ShapeError(f"argument {name!r} of {program.name} given both by position and by keyword")
+        values[name] = value
+    return values
+
+
+def bind(program: Program, kwargs: Mapping[str, Any], device_arrays: bool = False, allocate: bool = False) -> Bound:
     """Check ``kwargs`` against ``program``'s signature and infer its sizes; raises :class:`ShapeError`.
 
-    With ``device_arrays`` (the CUDA target), arrays exposing ``__cuda_array_interface__`` are accepted and
-    bound as :class:`DeviceArray` values; otherwise only numpy arrays are.
+    With ``device_arrays`` (the CUDA target), GPU arrays are accepted and bound as :class:`DeviceArray`
+    values; otherwise only host memory is. With ``allocate``, missing outputs are allocated.
     """
-    _check_names(program, kwargs)
-    arrays = {
-        name: _check_rank(program.arrays[name], kwargs[name], device_arrays)
-        for name in program.arguments
-        if name in program.arrays
-    }
-    scalars = {name: _check_scalar(name, dt, kwargs[name]) for name, dt in program.scalars.items()}
-    sizes, origin = _keyword_sizes(program, kwargs)
-    _infer_sizes(program, arrays, sizes, origin)
-    for name, value in arrays.items():
-        _check_layout(program.arrays[name], value, sizes)
-    _check_shapes(program, arrays, sizes, origin)
-    missing = [p for p in program.params if p not in sizes]
-    if missing:
-        p = missing[0]
-        raise ShapeError(f"size {p!r} of {program.name} is not determined by any array shape; pass it as a keyword, e.g. {p}=10")
-    _check_context(program, sizes)
-    _check_aliasing(program, arrays)
-    return Bound({p: sizes[p] for p in program.params}, arrays, scalars)
+    return Binder(program, device_arrays, allocate).bind(kwargs)
+
+
+class Binder:
+    """The argument checks of one program for one runtime, with the shape-only checks cached per key."""
+
+    def __init__(self, program: Program, device_arrays: bool = False, allocate: bool = False) -> None:
+        self.program = program
+        self.device_arrays = device_arrays
+        self.allocate = allocate
+        self._arrays = [(n, program.arrays[n]) for n in program.arguments if n in program.arrays]
+        self._scalars = list(program.scalars.items())
+        self._expected = {n: describe_array(a) for n, a in self._arrays}
+        self._written = tuple(n for n, a in self._arrays if a.role != "input")
+        self._keyword_sizes = tuple(p for p in program.params if p not in program.arguments)
+        self._known = set(program.arguments) | set(program.params)
+        self._cache: dict[tuple, tuple[Mapping[str, int], tuple[tuple[str, int], ...]]] = {}
+
+    def __call__(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Bound:
+        """Bind positional ``args`` and keyword ``kwargs`` (see :func:`gather`)."""
+        return self.bind(gather(self.program, args, kwargs) if args else kwargs)
+
+    def bind(self, values: Mapping[str, Any]) -> Bound:
+        """Bind arguments given by name."""
+        program = self.program
+        if len(values) > len(self._known) or any(name not in self._known for name in values):
+            _check_names(program, values, self.allocate)
+        arrays: dict[str, Any] = {}
+        shapes = []
+        for name, array in self._arrays:
+            value = values.get(name, _MISSING)
+            if value is _MISSING:
+                if not (self.allocate and array.role == "output"):
+                    _check_names(program, values, self.allocate)
+                shapes.append(None)
+                continue
+            value = as_array(name, value, self.device_arrays, self._expected[name])
+            arrays[name] = value
+            shapes.append((value.shape, value.dtype))
+        for name, _ in self._scalars:
+            if name not in values:
+                _check_names(program, values, self.allocate)
+        key = (tuple(shapes), tuple(values.get(p) for p in self._keyword_sizes))
+        try:
+            entry = self._cache.get(key)
+        except TypeError:  # an unhashable size value: the checks below reject it
+            entry = None
+            _keyword_sizes(program, values)
+        if entry is None:
+            entry = self._cache[key] = self._check_shapes(values, arrays)
+        sizes, size_key = entry
+        addresses: dict[str, int] = {}
+        for name, array in self._arrays:
+            value = arrays.get(name)
+            if value is None:
+                value = arrays[name] = np.zeros(array.concrete_shape(sizes), array.dtype.numpy)
+            else:
+                _check_layout(array, value)
+            addresses[name] = value.pointer if isinstance(value, DeviceArray) else value.ctypes.data
+        _check_aliasing(program, arrays, addresses)
+        scalars = {name: _check_scalar(name, dt, values[name]) for name, dt in self._scalars}
+        results = tuple(values[n] if n in values else arrays[n] for n in self._written)
+        return Bound(sizes, arrays, scalars, addresses, results, size_key)
+
+    def _check_shapes(self, values: Mapping[str, Any], arrays: Mapping[str, Any]) -> tuple[Mapping[str, int], tuple[tuple[str, int], ...]]:
+        """The sizes of a first call with these shapes: inferred, checked against every shape and the context."""
+        program = self.program
+        for name, value in arrays.items():
+            array = program.arrays[name]
+            if value.ndim != array.ndim:
+                raise ShapeError(f"argument {name!r}: expected {describe_array(array)}, got {_describe_value(value)}")
+        sizes, origin = _keyword_sizes(program, values)
+        _infer_sizes(program, arrays, sizes, origin)
+        for name, value in arrays.items():
+            array = program.arrays[name]
+            if value.dtype != np.dtype(array.dtype.numpy):
+                raise ShapeError(f"argument {name!r}: expected {describe_array(array, sizes)}, got {_describe_value(value)}")
+        _check_shapes(program, arrays, sizes, origin)
+        missing = [p for p in program.params if p not in sizes]
+        if missing:
+            p = missing[0]
+            raise ShapeError(f"size {p!r} of {program.name} is not determined by any array shape; pass it as a keyword, e.g. {p}=10")
+        _check_context(program, sizes)
+        ordered = {p: sizes[p] for p in program.params}
+        return MappingProxyType(ordered), tuple(sorted(ordered.items()))
+
+
+_MISSING = object()
 
 
 def describe_array(array: Array, sizes: Mapping[str, int] | None = None) -> str:
@@ -117,47 +189,35 @@ def describe_array(array: Array, sizes: Mapping[str, int] | None = None) -> str:
 # ----- steps --------------------------------------------------------------------------------------
 
 
-def _check_names(program: Program, kwargs: Mapping[str, Any]) -> None:
+def _check_names(program: Program, values: Mapping[str, Any], allocate: bool = False) -> None:
     known = set(program.arguments) | set(program.params)
-    for name in kwargs:
+    for name in values:
         if name not in known:
             raise ShapeError(
                 f"unknown argument {name!r} for {program.name}: it takes {', '.join(program.arguments)}"
                 + (f" and the sizes {', '.join(program.params)}" if program.params else "")
             )
     for name in program.arguments:
-        if name not in kwargs:
+        if name not in values:
+            if allocate and name in program.arrays and program.arrays[name].role == "output":
+                continue
             what = describe_array(program.arrays[name]) if name in program.arrays else f"a {program.scalars[name].name} scalar"
             raise ShapeError(f"missing argument {name!r} of {program.name}: expected {what}")
 
 
-def _check_rank(array: Array, value: Any, device_arrays: bool = False) -> np.ndarray | DeviceArray:
-    """``value`` if it is a numpy (or, when allowed, device) array of ``array``'s rank."""
-    if device_arrays and not isinstance(value, np.ndarray) and hasattr(value, "__cuda_array_interface__"):
-        value = DeviceArray.of(value)
-    elif not isinstance(value, np.ndarray):
-        if hasattr(value, "__cuda_array_interface__"):
-            raise ShapeError(f"argument {array.name!r}: a GPU array was given to a C executable; pass a numpy array (or compile with target='cuda')")
-        raise ShapeError(f"argument {array.name!r}: expected a numpy array {describe_array(array)}, got {type(value).__name__}")
-    if value.ndim != array.ndim:
-        raise ShapeError(f"argument {array.name!r}: expected {describe_array(array)}, got {_describe_value(value)}")
-    return value
-
-
-def _check_layout(array: Array, value: np.ndarray, sizes: Mapping[str, int]) -> None:
-    """Exactly the declared dtype, C-contiguous, and writeable when the program writes it."""
-    if value.dtype != np.dtype(array.dtype.numpy):
-        raise ShapeError(f"argument {array.name!r}: expected {describe_array(array, sizes)}, got {_describe_value(value)}")
+def _check_layout(array: Array, value: np.ndarray | DeviceArray) -> None:
+    """C-contiguous, and writeable when the program writes it (the dtype is checked with the shapes)."""
     if isinstance(value, DeviceArray):
-        if not value.c_contiguous:
-            raise ShapeError(f"argument {array.name!r}: expected a C-contiguous GPU array, got a strided view {_describe_value(value)} (call .contiguous())")
-        if array.role != "input" and not value.writeable:
-            raise ShapeError(f"argument {array.name!r}: the program writes it ({array.role}), but the GPU array given is read-only")
-        return
-    if not value.flags.c_contiguous:
-        raise ShapeError(f"argument {array.name!r}: expected a C-contiguous array, got a strided view {_describe_value(value)} (pass np.ascontiguousarray(...))")
-    if array.role != "input" and not value.flags.writeable:
-        raise ShapeError(f"argument {array.name!r}: the program writes it ({array.role}), but the array given is read-only")
+        contiguous, writeable, what = value.c_contiguous, value.writeable, "GPU array"
+    else:
+        contiguous, writeable, what = value.flags.c_contiguous, value.flags.writeable, "array"
+    if not contiguous:
+        raise ShapeError(
+            f"argument {array.name!r}: expected a C-contiguous {what}, got a strided view {_describe_value(value)} "
+            f"with {strides_text(value)} (make it contiguous first: np.ascontiguousarray(x), x.contiguous())"
+        )
+    if array.role != "input" and not writeable:
+        raise ShapeError(f"argument {array.name!r}: the program writes it ({array.role}), but the {what} given is read-only")
 
 
 def _check_scalar(name: str, dtype: DType, value: Any) -> Any:
@@ -245,36 +305,30 @@ def _violated(context: isl.Set, sizes: Mapping[str, int]) -> str:
     return " and ".join(broken) or _constraints_text(context)
 
 
-def _check_aliasing(program: Program, arrays: Mapping[str, np.ndarray]) -> None:
+def _check_aliasing(program: Program, arrays: Mapping[str, Any], addresses: Mapping[str, int]) -> None:
     """Arguments may share memory only when the program writes neither (two names for one input are
     harmless: nothing changes under either). Otherwise a write through one name would change what the
     other reads mid-run, which the schedule did not account for; copying silently would hide an in-place
-    output from the caller, so it is an error."""
+    output from the caller, so it is an error. Every array is C-contiguous by now, so two share memory
+    exactly when their address ranges overlap."""
     names = list(arrays)
     for i, a in enumerate(names):
+        x = arrays[a]
+        if not x.nbytes:
+            continue
         for b in names[i + 1 :]:
+            y = arrays[b]
             if program.arrays[a].role == "input" and program.arrays[b].role == "input":
                 continue
-            if _overlap(arrays[a], arrays[b]):
+            if type(x) is type(y) and addresses[a] < addresses[b] + y.nbytes and addresses[b] < addresses[a] + x.nbytes and y.nbytes:
                 raise ShapeError(f"arguments {a!r} and {b!r} share memory; pass distinct arrays (e.g. {b}=...copy())")
-
-
-# ----- helpers ------------------------------------------------------------------------------------
-
-
-def _overlap(x: np.ndarray | DeviceArray, y: np.ndarray | DeviceArray) -> bool:
-    if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
-        return bool(np.shares_memory(x, y))
-    if isinstance(x, DeviceArray) and isinstance(y, DeviceArray):
-        return x.pointer < y.pointer + y.nbytes and y.pointer < x.pointer + x.nbytes and x.nbytes > 0 and y.nbytes > 0
-    return False
 
 
 def _evaluate(e: SizeExpr, sizes: Mapping[str, int]) -> int:
     return e.constant + sum(c * sizes[n] for n, c in e.terms)
 
 
-def _describe_value(value: np.ndarray) -> str:
+def _describe_value(value: np.ndarray | DeviceArray) -> str:
     return f"{value.dtype.name} {tuple(value.shape)}"
 
 

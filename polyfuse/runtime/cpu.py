@@ -36,7 +36,8 @@ NATIVE_FLAG = "-march=native"
 LINK_FLAGS = ("-lm",)
 LIBRARY_SUFFIX = ".so"
 
-_CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32}
+_CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32, "i8": ctypes.c_int8, "i16": ctypes.c_int16,
+           "i64": ctypes.c_int64, "u8": ctypes.c_uint8}
 
 
 def compiler() -> str:
@@ -154,7 +155,10 @@ def _converter(arg: Argument) -> Callable[[Any], Any]:
     return float if arg.dtype.is_float else int
 
 
-def _pointer(a: np.ndarray) -> int:
+def _pointer(a: np.ndarray | int) -> int:
+    """The address of ``a``'s first element; an int is already an address (checked by the caller)."""
+    if type(a) is int:
+        return a
     if not a.flags.c_contiguous:
         raise ValueError("arrays passed to compiled code must be C-contiguous")
     return a.ctypes.data
