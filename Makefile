@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: all venv demo test pytest lint fuzz bench clean
+.PHONY: all venv demo test pytest lint fuzz bench bench-quick clean
 
 all: test
 
@@ -38,9 +38,23 @@ FUZZ_N ?= 2000
 fuzz: $(STAMP)
 	FUZZ_N=$(FUZZ_N) $(PY) -m pytest -q -n 2 -m slow || test $$? -eq 5
 
-bench: $(STAMP)
-	@if [ -f benchmarks/__main__.py ]; then $(PY) -m benchmarks run; \
-	else echo "bench: no benchmarks/__main__.py yet; nothing to run"; fi
+# polyfuse against numpy, PyTorch eager, torch.compile and gcc -O3 (benchmarks/README.md). Results go to
+# $$XDG_CACHE_HOME/polyfuse/bench unless BENCH_OUT names a folder; BENCH_ARGS passes more options
+# (e.g. BENCH_ARGS="--only matmul_1024,softmax_4096x1024 --rounds 9"). bench-quick: tiny sizes, about a minute.
+BENCH_STAMP := $(VENV)/.bench-installed
+BENCH_OUT ?=
+BENCH_ARGS ?=
+BENCH_RUN = $(PY) -m benchmarks run $(if $(BENCH_OUT),--out $(BENCH_OUT)) $(BENCH_ARGS)
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	@touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BENCH_RUN)
+
+bench-quick: $(BENCH_STAMP)
+	$(BENCH_RUN) --quick
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

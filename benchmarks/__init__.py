@@ -1,7 +1,7 @@
-"""polyfuse benchmarks: ``python -m benchmarks run [--target c|cuda] [--quick]``.
+"""polyfuse benchmarks: ``python -m benchmarks run [--target c|cuda] [--quick] [--out DIR]`` (``make bench``).
 
-Each module here that defines ``TARGET`` (``"c"`` or ``"cuda"``) and ``run(quick: bool) -> dict`` is a
-benchmark; ``run`` measures, writes ``benchmarks/results/<name>.json`` and ``.md``, and returns the results.
-``--quick`` runs at small sizes in seconds (CI uses it) and writes ``<name>_quick.*`` so that the full-size
-results kept in the repository are not overwritten.
+:mod:`benchmarks.versus` times polyfuse's C back end against numpy, PyTorch eager, ``torch.compile`` and
+gcc -O3 on the rows of :mod:`benchmarks.suite`, with the interleaved-rounds harness of
+:mod:`benchmarks.harness`; :mod:`benchmarks.dnn_cuda` is the CUDA benchmark. Results go outside the source
+tree unless ``--out`` says otherwise. benchmarks/README.md explains the method and the numbers.
 """

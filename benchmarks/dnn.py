@@ -1,14 +1,11 @@
-"""DNN and stencil workloads (``benchmarks/workloads.py``): polyfuse against numpy (C) and against PyTorch
-eager, ``torch.compile`` and CuPy (CUDA).
+"""The DNN workloads of ``benchmarks/workloads.py`` on CUDA: polyfuse against PyTorch eager, ``torch.compile``
+and CuPy (``python -m benchmarks run --target cuda``; needs a GPU, torch and pycuda).
 
-C (``python -m benchmarks run``): each workload is compiled at its sizes (``fusion="smart"``), its result
-checked against numpy, then numpy (float32, one operation at a time) and polyfuse are timed: median of
-``REPEATS`` runs after warm-up (fewer at full size for the slow ones; the count is recorded per row).
-CUDA (``--target cuda``, needs a GPU, torch and pycuda): CUDA-event timings of polyfuse on torch tensors
-(``__cuda_array_interface__``) and of each baseline, effective GB/s (compulsory bytes) or GFLOP/s, the ratio
-to each baseline, the device name, and the % of a device-to-device copy's bandwidth measured in the same run.
-
-Writes ``results/dnn_<target>[_quick].{json,md}`` and a bar chart ``.png`` when matplotlib is installed.
+CUDA-event timings of polyfuse on torch tensors (``__cuda_array_interface__``) and of each baseline,
+effective GB/s (compulsory bytes) or GFLOP/s, the ratio to each baseline, the device name, and the % of a
+device-to-device copy's bandwidth measured in the same run. Writes ``dnn_cuda[_quick].{json,md}`` (and a
+bar chart ``.png`` when matplotlib is installed) under ``--out`` (default: outside the source tree, see
+:func:`benchmarks.versus.default_out`). The C back end's benchmark is :mod:`benchmarks.versus`.
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,11 +20,9 @@ from typing import Any
 import numpy as np
 
 import polyfuse as pf
-from benchmarks.c_vs_numpy import machine
-from benchmarks.workloads import GELU_C, WORKLOADS, Workload, np_heat_3d, np_jacobi_2d
-
-TARGET = "c"
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks.harness import machine
+from benchmarks.versus import default_out
+from benchmarks.workloads import GELU_C, WORKLOADS, Workload
 
 
 # ----- baselines, generic over numpy / cupy (float32 throughout) ------------------------------------------
@@ -61,101 +55,12 @@ XP_BASELINES: dict[str, Callable[..., dict]] = {
 }
 
 
-def numpy_baseline(w: Workload, values: dict, sizes: dict) -> Callable[[], Any]:
-    ins = {k: v for k, v in values.items() if k in w_inputs(w, values)}
-    if w.name == "jacobi_2d":
-        return lambda: np_jacobi_2d(ins["A"], ins["B"], sizes["T"])
-    if w.name == "heat_3d":
-        return lambda: np_heat_3d(ins["A"], ins["B"], sizes["T"])
-    fn = XP_BASELINES[w.name]
-    return lambda: fn(np, **ins)
-
-
-def w_inputs(w: Workload, values: dict) -> set[str]:
-    prog = w.program()
-    return {n for n in values if prog.arrays[n].role in ("input", "inout")}
-
-
-def median_seconds(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def _repeats(seconds_once: float, quick: bool) -> int:
-    if quick:
-        return 5
-    return 20 if seconds_once < 0.5 else max(5, int(10 / seconds_once))
-
-
 def assert_close(got: np.ndarray, expected: np.ndarray, w: Workload, name: str) -> None:
     """Equal up to float32 rounding. The absolute tolerance scales with the largest expected magnitude: a
     float32 sum of many terms (3mm's 512-long dot products of dot products) is off by a few ulp of its
     largest partial sums, so an element that cancels to near zero cannot be held to ``rtol`` of itself."""
     scale = float(np.abs(expected).max()) if expected.size else 0.0
     np.testing.assert_allclose(got, expected, rtol=max(w.rtol, 1e-3), atol=1e-3 * max(1.0, scale), err_msg=f"{w.name}: {name}")
-
-
-def bench_c(w: Workload, quick: bool) -> dict:
-    prog = w.program()
-    sizes = dict(w.quick if quick else w.full)
-    extra = {"T": sizes["T"]} if "T" in sizes else {}
-    values = w.inputs(prog, sizes)
-    expected = w.expected(prog, values, sizes)
-    t0 = time.perf_counter()
-    exe = pf.compile(prog, target="c", params=sizes)
-    compile_s = time.perf_counter() - t0
-    got = {k: v.copy() for k, v in values.items()}
-    exe(**got, **extra)
-    try:
-        for name, e in expected.items():
-            assert_close(got[name], e, w, name)
-    except AssertionError as err:  # a wrong result is reported, never timed
-        return {"workload": w.name, "description": w.description, "sizes": sizes, "kernels": len(exe.schedule.kernels),
-                "error": "result differs from numpy: " + " ".join(str(err).split())[:300]}
-    base = numpy_baseline(w, values, sizes)
-    t0 = time.perf_counter()
-    base()
-    reps = _repeats(time.perf_counter() - t0, quick)
-    numpy_s = median_seconds(base, reps)
-    ours_s = median_seconds(lambda: exe(**got, **extra), reps)
-    row = {
-        "workload": w.name, "description": w.description, "sizes": sizes, "repeats": reps,
-        "numpy_ms": numpy_s * 1e3, "polyfuse_ms": ours_s * 1e3, "speedup_vs_numpy": numpy_s / ours_s,
-        "kernels": len(exe.schedule.kernels), "contracted": sorted(exe.schedule.contracted),
-        "compile_s": compile_s, "compulsory_bytes": w.compulsory_bytes(prog, sizes),
-    }
-    row["polyfuse_GBps"] = row["compulsory_bytes"] / ours_s / 1e9
-    if w.flops is not None:
-        row["polyfuse_GFLOPs"] = w.flops(sizes) / ours_s / 1e9
-        row["numpy_GFLOPs"] = w.flops(sizes) / numpy_s / 1e9
-    return row
-
-
-def to_markdown(results: dict) -> str:
-    m = results["machine"]
-    lines = [
-        f"# polyfuse DNN workloads, C/OpenMP backend vs numpy{' (quick)' if results['quick'] else ''}", "",
-        f"Machine: {m['platform']}, {m['processor']}, {m['cpu_count']} CPUs, numpy {m['numpy']}. float32. Median of "
-        "the given number of runs after 2 warm-up runs; all rows from one run of `python -m benchmarks run"
-        f"{' --quick' if results['quick'] else ''}`. Results checked against numpy before timing.", "",
-        "| workload | sizes | runs | numpy (ms) | polyfuse C (ms) | speedup | kernels | polyfuse GB/s | GFLOP/s (polyfuse / numpy) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for r in results["rows"]:
-        sizes = ", ".join(f"{k}={v}" for k, v in r["sizes"].items())
-        if "error" in r:
-            lines.append(f"| {r['workload']} | {sizes} | | | **wrong result, not timed** | | {r['kernels']} | | |")
-            continue
-        fl = f"{r['polyfuse_GFLOPs']:.1f} / {r['numpy_GFLOPs']:.1f}" if "polyfuse_GFLOPs" in r else ""
-        lines.append(f"| {r['workload']} | {sizes} | {r['repeats']} | {r['numpy_ms']:.2f} | {r['polyfuse_ms']:.2f} | "
-                     f"{r['speedup_vs_numpy']:.2f}x | {r['kernels']} | {r['polyfuse_GBps']:.1f} | {fl} |")
-    return "\n".join(lines) + "\n"
 
 
 def plot(results: dict, path: Path, key: str = "speedup_vs_numpy", label: str = "speedup vs numpy") -> bool:
@@ -180,23 +85,13 @@ def plot(results: dict, path: Path, key: str = "speedup_vs_numpy", label: str = 
     return True
 
 
-def _write(results: dict, stem: str, table: str) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / f"{stem}.md").write_text(table)
-    results["plot"] = plot(results, RESULTS / f"{stem}.png")
+def _write(results: dict, stem: str, table: str, out: Path | None) -> None:
+    folder = Path(out) if out is not None else default_out()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (folder / f"{stem}.md").write_text(table)
+    results["plot"] = plot(results, folder / f"{stem}.png")
     print(table)
-
-
-def run(quick: bool = False) -> dict:
-    """C backend vs numpy on every workload; writes ``results/dnn_c[_quick].{json,md,png}``."""
-    results = {"benchmark": "dnn_c", "quick": quick, "machine": machine(), "rows": [bench_c(w, quick) for w in WORKLOADS]}
-    table = to_markdown(results)
-    errors = [f"- {r['workload']}: {r['error']}" for r in results["rows"] if "error" in r]
-    if errors:
-        table += "\nWrong results (not timed):\n" + "\n".join(errors) + "\n"
-    _write(results, "dnn_c_quick" if quick else "dnn_c", table)
-    return results
 
 
 # ----- CUDA ---------------------------------------------------------------------------------------------
@@ -231,7 +126,7 @@ def _cuda_ms(torch, fn: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
-def run_cuda(quick: bool = False) -> dict:
+def run_cuda(quick: bool = False, out: Path | None = None) -> dict:
     """polyfuse CUDA vs PyTorch eager, torch.compile and CuPy; writes ``results/dnn_cuda[_quick].*``."""
     import torch  # noqa: PLC0415 (optional dependency of the CUDA benchmark only)
 
@@ -292,5 +187,5 @@ def run_cuda(quick: bool = False) -> dict:
         lines.append(f"| {r['workload']} | {r['kernels']} | {r['polyfuse_ms']:.3f} | {r['polyfuse_GBps']:.0f} | "
                      f"{r['pct_of_copy_bandwidth']:.0f}% | {r.get('polyfuse_GFLOPs', math.nan):.0f} | {cell('torch')} | "
                      f"{cell('torch_compile')} | {cell('cupy')} |")
-    _write(results, "dnn_cuda_quick" if quick else "dnn_cuda", "\n".join(lines) + "\n")
+    _write(results, "dnn_cuda_quick" if quick else "dnn_cuda", "\n".join(lines) + "\n", out)
     return results

@@ -1,21 +1,100 @@
-"""``python -m benchmarks run --quick`` for the DNN workloads on the C backend: results checked against numpy
-inside the benchmark, JSON and markdown written (the CI smoke test of the benchmark suite)."""
+"""The benchmark harness (``benchmarks/``): interleaved rounds with a rotating order, paired ratios, the C
+peer's signature binding, and ``python -m benchmarks run --quick`` on a few rows (every implementation
+checked against the float64 reference before it is timed; JSON, markdown and plot written under ``--out``,
+nothing in the source tree). Needs neither torch nor a quiet machine: no timing is asserted."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
-from benchmarks import dnn
-from benchmarks.workloads import WORKLOADS
+import numpy as np
+import pytest
+
+from benchmarks import harness, peers, versus
+from benchmarks.suite import BY_NAME, CASES
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_dnn_quick_runs_and_writes_results() -> None:
-    results = dnn.run(quick=True)
-    assert [r["workload"] for r in results["rows"]] == [w.name for w in WORKLOADS]
-    timed = [r for r in results["rows"] if "error" not in r]
-    assert all(r["polyfuse_ms"] > 0 and r["numpy_ms"] > 0 for r in timed)
-    # attention can hit the C printer's omp-pragma bug (see tests/test_ops.py); every other result must be right
-    assert [r["workload"] for r in results["rows"] if "error" in r] in ([], ["attention"])
-    saved = json.loads((dnn.RESULTS / "dnn_c_quick.json").read_text())
-    assert saved["quick"] and len(saved["rows"]) == len(WORKLOADS)
-    assert (dnn.RESULTS / "dnn_c_quick.md").read_text().startswith("# polyfuse DNN workloads")
+def test_rounds_interleave_in_a_rotating_order() -> None:
+    calls: list[str] = []
+    impls = [harness.Impl(n, lambda n=n: calls.append(n)) for n in ("a", "b", "c")]
+    timing = harness.interleaved(impls, rounds=4, inner={"a": 1, "b": 2, "c": 1})
+    assert calls == ["a", "b", "b", "c", "b", "b", "c", "a", "c", "a", "b", "b", "a", "b", "b", "c"]
+    assert timing.rounds == 4 and all(len(ts) == 4 for ts in timing.times.values())
+
+
+def test_settle_and_reset_come_before_each_timed_sample() -> None:
+    events: list[str] = []
+    impl = harness.Impl("x", lambda: events.append("call"), reset=lambda: events.append("reset"))
+    harness.interleaved([impl], rounds=2, inner={"x": 3}, settle_s=1e-4)
+    assert events == ["reset", "call", "reset", "call", "call", "call"] * 2
+
+
+def test_paired_ratios_are_formed_within_rounds() -> None:
+    # the peer's times drift by 10x across rounds; the paired ratio does not
+    timing = harness.Timing(order=["polyfuse", "peer"], times={"polyfuse": [1.0, 10.0, 2.0, 20.0], "peer": [2.0, 20.0, 4.0, 40.0]})
+    q = harness.paired_ratios(timing)["peer"]
+    assert q["median"] == q["min"] == q["max"] == 0.5 and q["n"] == 4
+    q = harness.quantiles([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert (q["median"], q["q1"], q["q3"], q["min"], q["max"]) == (3.0, 2.0, 4.0, 1.0, 100.0)
+
+
+def test_rounds_fit_the_budget_within_bounds() -> None:
+    once, inner = {"a": 0.01, "b": 0.03}, {"a": 1, "b": 1}
+    assert harness.choose_rounds(inner, once, budget_s=1.0, min_rounds=3, max_rounds=100) == 25
+    assert harness.choose_rounds(inner, once, budget_s=0.01, min_rounds=3, max_rounds=100) == 3
+    assert harness.choose_rounds(inner, once, budget_s=100.0, min_rounds=3, max_rounds=7) == 7
+
+
+def test_benchmark_environment_drops_the_openblas_overrides() -> None:
+    env = harness.prepare_environment(2, {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "1", "PATH": "/bin"})
+    assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+
+
+def test_polybench_c_signature_and_call(tmp_path: Path) -> None:
+    source = (ROOT / "tests" / "kernels" / "gemm.c").read_text()
+    assert peers.c_signature(source, "kernel_gemm") == [
+        ("int", "ni"), ("int", "nj"), ("int", "nk"), ("scalar", "alpha"), ("scalar", "beta"),
+        ("array", "C"), ("array", "A"), ("array", "B")]
+    rng = np.random.default_rng(1)
+    args = {"alpha": 1.5, "beta": 1.2, "C": rng.random((3, 4)), "A": rng.random((3, 5)), "B": rng.random((5, 4))}
+    want = 1.2 * args["C"] + 1.5 * args["A"] @ args["B"]
+    call = peers.c_function(ROOT / "tests" / "kernels" / "gemm.c", "kernel_gemm", {}, args, {"ni": 3, "nj": 4, "nk": 5}, tmp_path)
+    call()
+    np.testing.assert_allclose(args["C"], want, rtol=1e-12)
+
+
+def test_quick_run_checks_times_and_writes_outside_the_tree(tmp_path: Path) -> None:
+    only = ["matmul_1024", "softmax_4096x1024", "gemm"]
+    results = versus.run(quick=True, out=tmp_path, only=only, peer_names=("numpy", "gcc"))
+    rows = {r["workload"]: r for r in results["rows"]}
+    assert list(rows) == only
+    for name, r in rows.items():
+        assert r["skipped"] == {}, (name, r["skipped"])  # polyfuse and every peer agree with the reference
+        assert r["rounds"] >= 3 and all(len(v) == r["rounds"] for v in r["raw_ms"].values())
+        assert set(r["ratios"]) == ({"numpy", "gcc"} if BY_NAME[name].kernel else {"numpy"})
+        assert all(q["min"] <= q["q1"] <= q["median"] <= q["q3"] <= q["max"] for q in r["ratios"].values())
+    assert "pct_of_copy_bw" in rows["softmax_4096x1024"] and "GFLOPs" in rows["matmul_1024"]
+    assert results["copy"]["GBps"]["median"] > 0
+    saved = json.loads((tmp_path / "bench_quick.json").read_text())
+    assert [r["workload"] for r in saved["rows"]] == only
+    table = (tmp_path / "bench_quick.md").read_text()
+    assert table.startswith("# polyfuse against numpy") and all(f"| {n} |" in table for n in only)
+    assert (tmp_path / "bench_quick.png").exists() == results["plot"]
+    tracked = subprocess.run(["git", "status", "--porcelain", "--", "benchmarks"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert "bench_quick" not in tracked
+
+
+@pytest.mark.slow
+def test_whole_quick_suite() -> None:
+    """Every row at quick sizes with every installed peer (make bench-quick, as a test)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        results = versus.run(quick=True, out=out)
+    assert [r["workload"] for r in results["rows"]] == [c.name for c in CASES]
+    failed = {r["workload"]: r["skipped"] for r in results["rows"] if any(v != "not installed" for v in r["skipped"].values())}
+    assert not failed
