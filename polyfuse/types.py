@@ -45,8 +45,15 @@ class ArrayType:
 f32 = DType("f32", np.float32, "float")
 f64 = DType("f64", np.float64, "double")
 i32 = DType("i32", np.int32, "int")
+i8 = DType("i8", np.int8, "signed char")
+i16 = DType("i16", np.int16, "short")
+i64 = DType("i64", np.int64, "long long")
+u8 = DType("u8", np.uint8, "unsigned char")
 
-DTYPES: dict[str, DType] = {d.name: d for d in (f32, f64, i32)}
+DTYPES: dict[str, DType] = {d.name: d for d in (f32, f64, i32, i8, i16, i64, u8)}
+"""Every element type: the C frontend's ``char``/``signed char`` (i8), ``unsigned char`` (u8), ``short``
+(i16), ``int`` (i32), ``long`` (i64), ``float`` (f32) and ``double`` (f64); the DSL spells them ``pf.i8`` ..."""
+_RANK = {"i8": 0, "u8": 1, "i16": 2, "i32": 3, "i64": 4, "f32": 5, "f64": 6}
 
 
 def dtype_of_numpy(dt: Any) -> DType | None:
@@ -58,9 +65,9 @@ def dtype_of_numpy(dt: Any) -> DType | None:
 
 
 def promote(a: DType, b: DType) -> DType:
-    """The type of a binary operation on ``a`` and ``b`` (float beats int, wider float beats narrower)."""
-    order = {"i32": 0, "f32": 1, "f64": 2}
-    return a if order[a.name] >= order[b.name] else b
+    """The type of a binary operation on ``a`` and ``b`` in the DSL (float beats int, wider beats narrower).
+    The C frontend applies C's own conversions (integer promotion first) before it builds the operation."""
+    return a if _RANK[a.name] >= _RANK[b.name] else b
 
 
 @dataclass(frozen=True)

@@ -34,21 +34,22 @@ CASES = [
     ("wrong-way condition", scop("  for (i = 0; i > n; i++)", "    B[i] = 0.0;"), 5, "does not bound it from above"),
     ("struct access", "struct S { double x; };\nvoid k(int n, struct S s, double B[n]) {\n#pragma scop\n"
                       "  for (int i = 0; i < n; i++)\n    B[i] = s.x;\n#pragma endscop\n}\n", 5, "struct member access `s.x`"),
-    ("increment statement", scop(LOOP, "    B[i]++;"), 6, "`B[i]++`: ++ statements are not supported"),
+    ("increment inside an expression", scop(LOOP, "    B[i] = B[i]++;"), 6, "increments inside an expression"),
     ("data-dependent if", scop(LOOP, "    if (B[i] > 0.0) B[i] = 0.0;"), 6, "`B[i]` reads an array"),
     ("assign to scalar param", scop("  alpha = 2.0;"), 5, "cannot assign to the scalar parameter `alpha`"),
     ("assign to size", scop("  n = 3;"), 5, "cannot assign to the size parameter `n`"),
     ("wrong rank", scop(LOOP, "    B[i][i] = 1.0;"), 6, "array `B` has 1 dimension but `B[i][i]` gives 2 subscripts"),
     ("loop var modified", scop(LOOP, "    i = 3;"), 6, "cannot assign to the loop variable `i`"),
     ("float subscript", scop(LOOP, "    B[i / 2.0] = 1.0;"), 6, "`i / 2.0` is not affine"),
-    ("modulo by variable", scop(LOOP, "    B[i % n] = 1.0;"), 6, "needs a positive integer constant"),
+    ("modulo by variable", scop(LOOP, "    B[i % n] = 1.0;"), 6, "needs a non-zero integer constant"),
     ("unknown name", scop(LOOP, "    B[i] = zzz;"), 6, "unknown name `zzz`"),
-    ("bitwise", scop(LOOP, "    B[i] = (double) (i & 3);"), 6, "operator `&`"),
+    ("bitwise complement", scop(LOOP, "    B[i] = (double) (~i);"), 6, "operator `~`"),
+    ("bitwise and of doubles", scop(LOOP, "    B[i] = B[i] & 3;"), 6, "`&` of floating-point values"),
     ("missing endscop", HEAD + LOOP + "    B[i] = 0.0;\n}\n", 4, "no matching `#pragma endscop`"),
     ("syntax error", scop(LOOP, "    B[i] = 1.0 +;"), 6, "C syntax error"),
     ("syntax error, missing semicolon", scop(LOOP, "    B[i] = 1.0", "  B[0] = 2.0;"), 7, "C syntax error"),
     ("preprocessor error", "#include \"no_such_header.h\"\nvoid k(void) {}\n", 1, "no_such_header.h"),
-    ("compound modulo assignment", scop(LOOP, "    B[i] %= 2.0;"), 6, "compound assignment `%=`"),
+    ("compound modulo assignment of doubles", scop(LOOP, "    B[i] %= 2.0;"), 6, "`%` of floating-point values"),
 ]
 
 

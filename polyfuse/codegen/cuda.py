@@ -163,15 +163,17 @@ def _binary(e: Binary, a: str, b: str) -> str:
         if is_float:
             return f"{_float_func(e.op, e.dtype.name)}({a}, {b})"
         if e.op == "pow":
-            return f"((int) pow((double) {a}, (double) {b}))"
-        return f"((int) pf_{e.op}({a}, {b}))"
+            return f"(({e.dtype.c_name}) pow((double) {a}, (double) {b}))"
+        return f"(({e.dtype.c_name}) pf_{e.op}({a}, {b}))"
+    if e.op in ("tdiv", "trem"):  # C's truncating integer / and %
+        return f"({a} {'/' if e.op == 'tdiv' else '%'} {b})"
     if e.op == "//":
-        return f"{'floorf' if e.dtype.name == 'f32' else 'floor'}({a} / {b})" if is_float else f"((int) pf_floordiv({a}, {b}))"
+        return f"{'floorf' if e.dtype.name == 'f32' else 'floor'}({a} / {b})" if is_float else f"(({e.dtype.c_name}) pf_floordiv({a}, {b}))"
     if e.op == "%":
         if is_float:
             fl = "floorf" if e.dtype.name == "f32" else "floor"
             return f"({a} - {b} * {fl}({a} / {b}))"
-        return f"((int) pf_floormod({a}, {b}))"
+        return f"(({e.dtype.c_name}) pf_floormod({a}, {b}))"
     return f"({a} {e.op} {b})"
 
 

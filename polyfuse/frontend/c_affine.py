@@ -5,14 +5,15 @@ built as ``isl.PwAff`` / ``isl.Set`` values by operator in the builder's
 :class:`~polyfuse.ir.builder.Scope`:
 
 * an affine expression is an integer constant (a literal or a macro that expands to one), an iterator or a
-  size (an ``int`` parameter), combined with ``+``, ``-``, ``*`` by a constant, ``/`` and ``%`` by a positive
-  constant, casts to integer types, and ``c ? a : b`` with an affine condition ``c`` (so PolyBench's
+  size (an ``int`` parameter), combined with ``+``, ``-``, ``*`` by a constant, ``/`` and ``%`` by a non-zero
+  constant (truncating toward zero, as C does: :func:`trunc_div`), casts to integer types, and ``c ? a : b`` with an affine condition ``c`` (so PolyBench's
   ``MIN``/``MAX`` macros are exact minima and maxima);
 * a condition compares affine expressions (``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``) joined by ``&&``,
   ``||`` and ``!``.
 
-C's ``/`` and ``%`` truncate toward zero; here they are floor division and a non-negative remainder, which
-agree wherever the dividend is non-negative (every loop of a SCoP we have met).
+C's ``/`` and ``%`` truncate toward zero; isl's integer division floors, so a quotient whose dividend may be
+negative is split by the dividend's sign into two quasi-affine pieces (exact, and a single piece wherever the
+dividend's sign is known).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 AFFINE_HINT = (
     "allowed: integer constants, loop variables and int size parameters, combined with + and -, * by a constant, "
-    "/ and % by a positive constant, and ?: with an affine condition (MIN/MAX macros)"
+    "/ and % by a non-zero constant, and ?: with an affine condition (MIN/MAX macros)"
 )
 CONDITION_HINT = (
     "an `if` compares affine expressions of loop variables and sizes, joined by && || !; "
@@ -60,6 +61,16 @@ def int_literal(text: str) -> int | None:
 def _trunc_div(a: int, b: int) -> int:
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
+
+
+def trunc_div(a: isl.PwAff, d: int) -> isl.PwAff:
+    """C's ``a / d`` for a positive constant ``d``, exactly, as a quasi-affine piecewise function: isl's
+    division floors, so ``a / d == floor(a / d)`` where ``a >= 0`` and ``-floor(-a / d)`` where ``a < 0``.
+    Then ``a % d == a - d * (a / d)`` takes the sign of ``a``, and ``a / -d == -(a / d)``."""
+    dv = isl.Val.int_from_si(a.get_ctx(), d)
+    up = a.scale_down_val(dv).floor().intersect_domain(a.nonneg_set())
+    down = (-a).scale_down_val(dv).floor().neg().intersect_domain((-a).pos_set())
+    return up.union_add(down).coalesce()
 
 
 def is_int_type(node: c_ast.Node) -> bool:
@@ -128,12 +139,12 @@ class CAffine:
                 raise self._error(node, f"`{text}` is not affine: a {what} cannot multiply two variables", what)
             if node.op in ("/", "%"):
                 d = self.constant_int(node.right, scope)
-                if d is None or d <= 0:
-                    raise self._error(node, f"`{text}` is not affine: {node.op} in a {what} needs a positive integer constant "
+                if d is None or d == 0:
+                    raise self._error(node, f"`{text}` is not affine: {node.op} in a {what} needs a non-zero integer constant "
                                             f"on the right, not `{node_text(node.right)}`", what)
                 a = self.affine(node.left, scope, what)
-                dv = isl.Val.int_from_si(a.get_ctx(), d)
-                return a.scale_down_val(dv).floor() if node.op == "/" else a.mod_val(dv)
+                q = trunc_div(a, abs(d))
+                return (q if d > 0 else -q) if node.op == "/" else a - q * abs(d)
             if node.op in _COMPARE or node.op in ("&&", "||"):
                 raise self._error(node, f"the condition `{text}` is used as a number in a {what}", what)
             raise self._error(node, f"`{text}` is not affine: operator `{node.op}` is not allowed in a {what}", what)

@@ -2,10 +2,13 @@
 
 Values need not be affine (``A[i][k] * B[k][j]``, ``i * j``). Types follow C, so that a program computes
 what the C code computes: an unsuffixed float literal is ``double`` (f64), ``1.0f`` is f32, integer
-literals, loop variables and sizes are ``int`` (i32); binary operators apply the usual arithmetic
-conversions (i32 < f32 < f64); the assigned value is converted to the target's type. Integer ``/`` and
-``%`` become floor division and modulo (C truncates; they agree for non-negative operands). Integer
-expressions of loop variables and sizes that are affine become one :class:`IndexValue`.
+literals, loop variables and sizes are ``int`` (i32); ``char``/``short`` operands are promoted to ``int``
+and binary operators apply the usual arithmetic conversions (int < long < float < double), so ``int / int``
+divides integers before any conversion to float; the assigned value is converted to the target's type (a
+cast or conversion to an integer truncates toward zero). Integer ``/`` and ``%`` are ``tdiv``/``trem``,
+which truncate toward zero as C does (the DSL's ``//``/``%`` floor). ``& | ^ << >>`` act on integers.
+Integer expressions of loop variables and sizes that are affine become one :class:`IndexValue` (whose
+``/`` and ``%`` truncate too: :func:`polyfuse.frontend.c_affine.trunc_div`).
 
 Math calls: ``sqrt exp log tanh fabs pow fmax fmin`` (``double``) and their ``f`` forms (``float``); the
 argument is converted to the function's type as C does. ``c ? a : b`` is a :class:`Where` (PolyBench's
@@ -14,9 +17,11 @@ argument is converted to the function's type as C does. ``c ? a : b`` is a :clas
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+import numpy as np
 from pycparser import c_ast
 
 from polyfuse.errors import SourceError
@@ -25,7 +30,7 @@ from polyfuse.frontend.c_affine import _COMPARE, is_int_type
 from polyfuse.frontend.c_source import node_text
 from polyfuse.ir.builder import Scope
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
-from polyfuse.types import DType, f32, f64, i32, promote
+from polyfuse.types import DType, f32, f64, i8, i16, i32, i64, u8
 
 if TYPE_CHECKING:
     from polyfuse.frontend.scop_c import CReader
@@ -41,17 +46,72 @@ _BINARY_CALLS = {"pow": "pow", "fmax": "max", "fmin": "min"}
 ReadFn = Callable[[str, list, str], int]
 
 
-def dtype_of_names(names: list[str]) -> DType | None:
-    """The dtype of a C type specifier list (``['double']``, ``['unsigned', 'int']``), None if unsupported."""
-    s = set(names)
-    if s == {"double"}:
-        return f64
-    if s == {"float"}:
-        return f32
-    if s & {"float", "double", "char", "_Bool", "void"}:
-        return None
-    if s and s <= {"int", "long", "short", "unsigned", "signed", "size_t", "ptrdiff_t", "int32_t", "int64_t", "uint32_t", "uint64_t"}:
-        return i32
+_BASE_TYPES = {
+    frozenset({"double"}): f64, frozenset({"float"}): f32,
+    frozenset({"char"}): i8, frozenset({"signed", "char"}): i8, frozenset({"unsigned", "char"}): u8,
+    frozenset({"short"}): i16, frozenset({"short", "int"}): i16, frozenset({"signed", "short"}): i16,
+    frozenset({"signed", "short", "int"}): i16,
+    frozenset({"int"}): i32, frozenset({"signed"}): i32, frozenset({"signed", "int"}): i32,
+    frozenset({"unsigned"}): i32, frozenset({"unsigned", "int"}): i32,
+    frozenset({"long"}): i64, frozenset({"long", "int"}): i64, frozenset({"signed", "long"}): i64,
+    frozenset({"signed", "long", "int"}): i64, frozenset({"unsigned", "long"}): i64, frozenset({"unsigned", "long", "int"}): i64,
+}
+"""C's arithmetic type specifiers (gcc on x86-64: char is signed, long is 64 bits). ``unsigned`` int and long
+are read as their signed forms (values of a SCoP's sizes and counters fit); ``unsigned short`` has no dtype."""
+
+
+def dtype_of_names(names: list[str], typedefs: Mapping[str, list[str]] | None = None) -> DType | None:
+    """The dtype of a C type specifier list (``['double']``, ``['unsigned', 'char']``, or a ``typedef`` name
+    found in ``typedefs``, e.g. ``base`` for ``typedef char base;``), None if unsupported."""
+    seen: set[str] = set()
+    while len(names) == 1 and typedefs is not None and names[0] in typedefs and names[0] not in seen:
+        seen.add(names[0])
+        names = typedefs[names[0]]
+    key = [n for n in names if n != "long"]
+    longs = len(names) - len(key)
+    return _BASE_TYPES.get(frozenset(key + ["long"] * min(longs, 1)))
+
+
+def c_common_type(a: DType, b: DType) -> DType:
+    """C's usual arithmetic conversions: char and short operands become int (integer promotion), then the
+    operation happens in the wider of int < long < float < double."""
+    a, b = integer_promotion(a), integer_promotion(b)
+    return a if _RANK[a.name] >= _RANK[b.name] else b
+
+
+def integer_promotion(dt: DType) -> DType:
+    """``char``, ``unsigned char`` and ``short`` compute as ``int``."""
+    return i32 if dt.name in ("i8", "u8", "i16") else dt
+
+
+_RANK = {"i32": 0, "i64": 1, "f32": 2, "f64": 3}
+_BITWISE = ("&", "|", "^", "<<", ">>")
+
+
+def fold_constant(e: Expr) -> Const | None:
+    """``e`` evaluated as C would, when it is built from literals by arithmetic and casts only (the
+    initialiser ``1.0 / 3``); None otherwise."""
+    if isinstance(e, Const):
+        return e
+    if isinstance(e, Cast):
+        x = fold_constant(e.operand)
+        if x is None:
+            return None
+        return Const(float(e.dtype.numpy(x.value)) if e.dtype.is_float else int(np.array(math.trunc(x.value)).astype(e.dtype.numpy)), e.dtype)
+    if isinstance(e, Unary) and e.op == "neg":
+        x = fold_constant(e.operand)
+        return None if x is None else Const(-x.value, e.dtype)
+    if isinstance(e, Binary) and e.op in ("+", "-", "*", "/", "tdiv", "trem"):
+        a, b = fold_constant(e.lhs), fold_constant(e.rhs)
+        if a is None or b is None or (e.op in ("/", "tdiv", "trem") and b.value == 0):
+            return None
+        x, y = e.dtype.numpy(a.value), e.dtype.numpy(b.value)
+        if e.op in ("tdiv", "trem"):
+            q = abs(int(x)) // abs(int(y)) * (1 if (x >= 0) == (y > 0) else -1)
+            v = q if e.op == "tdiv" else int(x) - int(y) * q
+        else:
+            v = {"+": x + y, "-": x - y, "*": x * y, "/": x / y}[e.op]
+        return Const(float(v) if e.dtype.is_float else int(v), e.dtype)
     return None
 
 
@@ -67,6 +127,15 @@ class CValues:
         """``node`` as an expression in ``scope``, converted to ``target``; ``read`` registers array reads."""
         self.scope, self.read = scope, read
         return self._cast(self._number(node), target)
+
+    def type_of(self, node: c_ast.Node, scope: Scope) -> DType:
+        """The C type of the value ``node`` in ``scope`` (its reads are not registered)."""
+        saved = self.scope, self.read
+        self.scope, self.read = scope, lambda a, s, t: 0
+        try:
+            return self._number(node).dtype
+        finally:
+            self.scope, self.read = saved
 
     # ----- nodes --------------------------------------------------------------------------------
     def _value(self, node: c_ast.Node) -> Expr:
@@ -128,8 +197,8 @@ class CValues:
             return Read(self.read(name, [], name), dt)
         if b.kind is NameKind.SCALAR_ARG:
             return ScalarArg(name, r.builder.scalars[name])
-        if b.kind is NameKind.FLOAT:
-            return Const(b.value, f64)
+        if b.kind is NameKind.FLOAT:  # a local initialised to a constant before the region
+            return b.value if isinstance(b.value, Const) else Const(b.value, f64)
         if b.kind is NameKind.ARRAY:
             raise r.error(node, f"array `{name}` is used without subscripts", hint="index single elements: A[i][j]")
         if b.kind is NameKind.UNKNOWN:
@@ -143,21 +212,27 @@ class CValues:
         if op in _COMPARE:
             a, b = self._unify(self._number(node.left), self._number(node.right))
             return Compare(op, a, b)
-        if op not in ("+", "-", "*", "/", "%"):
+        if op not in ("+", "-", "*", "/", "%") + _BITWISE:
             raise self.reader.error(node, f"operator `{op}` in `{node_text(node)}` is not supported", hint=VALUE_HINT)
-        a, b = self._unify(self._number(node.left), self._number(node.right))
-        if op == "%" and a.dtype.is_float:
-            raise self.reader.error(node, f"`%` of floating-point values in `{node_text(node)}` is not C", hint="use integers with %")
+        left, right = self._number(node.left), self._number(node.right)
+        if op in ("%",) + _BITWISE and (left.dtype.is_float or right.dtype.is_float):
+            raise self.reader.error(node, f"`{op}` of floating-point values in `{node_text(node)}` is not C", hint=f"use integers with {op}")
+        if op in ("<<", ">>"):  # the type is the promoted left operand's
+            dt = integer_promotion(left.dtype)
+            return Binary(op, self._cast(left, dt), self._cast(right, dt), dt)
+        a, b = self._unify(left, right)
         if not a.dtype.is_float and op in ("/", "%"):
-            op = "//" if op == "/" else "%"
+            op = "tdiv" if op == "/" else "trem"  # C truncates toward zero
         return Binary(op, a, b, a.dtype)
 
     def _unary(self, node: c_ast.UnaryOp) -> Expr:
         r = self.reader
         if node.op == "+":
-            return self._number(node.expr)
+            x = self._number(node.expr)
+            return self._cast(x, integer_promotion(x.dtype))
         if node.op == "-":
             x = self._number(node.expr)
+            x = self._cast(x, integer_promotion(x.dtype))
             return Const(-x.value, x.dtype) if isinstance(x, Const) else Unary("neg", x, x.dtype)
         if node.op == "!":
             return Unary("not", self._boolean(node.expr), None)
@@ -187,7 +262,7 @@ class CValues:
     def _cast_type(self, node: c_ast.Cast) -> DType:
         t = node.to_type.type
         if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType):
-            dt = dtype_of_names(t.type.names)
+            dt = dtype_of_names(t.type.names, self.reader.typedefs)
             if dt is not None:
                 return dt
         raise self.reader.error(node, f"cast `{node_text(node)}` is to an unsupported type", hint="cast to int, float or double")
@@ -223,13 +298,13 @@ class CValues:
         return e
 
     def _unify(self, a: Expr, b: Expr) -> tuple[Expr, Expr]:
-        """C's usual arithmetic conversions: both operands to the wider type."""
-        dt = promote(a.dtype, b.dtype)
+        """C's usual arithmetic conversions: both operands to their common type (:func:`c_common_type`)."""
+        dt = c_common_type(a.dtype, b.dtype)
         return self._cast(a, dt), self._cast(b, dt)
 
     def _cast(self, e: Expr, dt: DType) -> Expr:
         if e.dtype == dt:
             return e
-        if isinstance(e, Const):
-            return Const(float(e.value) if dt.is_float else int(e.value), dt)
+        if isinstance(e, Const):  # as C converts: floats truncate toward zero, integers wrap to the width
+            return Const(float(e.value) if dt.is_float else int(np.array(math.trunc(e.value)).astype(dt.numpy)), dt)
         return Cast(e, dt)

@@ -44,9 +44,9 @@ from polyfuse.errors import SourceError
 from polyfuse.frontend.affine import Binding, NameKind
 from polyfuse.frontend.c_affine import CAffine
 from polyfuse.frontend.c_source import CUnit, assume_condition, functions_in, has_scop, node_text, read_c, scop_region
-from polyfuse.frontend.c_values import CValues, dtype_of_names
+from polyfuse.frontend.c_values import CValues, c_common_type, dtype_of_names, fold_constant
 from polyfuse.ir.builder import ProgramBuilder, Scope
-from polyfuse.ir.expr import Binary, Read
+from polyfuse.ir.expr import Const
 from polyfuse.ir.program import Array, Program
 from polyfuse.types import DType
 
@@ -57,7 +57,7 @@ _STATEMENT_NAMES = {
     c_ast.Continue: "continue", c_ast.Return: "return", c_ast.Switch: "switch", c_ast.Label: "a label",
     c_ast.Case: "case", c_ast.Default: "default",
 }
-_OPS = ("=", "+=", "-=", "*=", "/=")
+_OPS = ("=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=")
 
 
 def from_c(source: str, function: str | None = None, defines: dict[str, object] | None = None,
@@ -98,7 +98,7 @@ def select_function(unit: CUnit, function: str | None) -> c_ast.FuncDef:
 class _Var:
     """A declared C variable: its declaration, element dtype (None if unsupported), extents, and flags."""
 
-    def __init__(self, decl: c_ast.Decl) -> None:
+    def __init__(self, decl: c_ast.Decl, typedefs: dict[str, list[str]]) -> None:
         self.decl = decl
         self.dims: list[c_ast.Node | None] = []
         self.pointer = False
@@ -113,7 +113,7 @@ class _Var:
         self.dtype: DType | None = None
         self.what = "a variable of an unsupported type"
         if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType):
-            self.dtype = dtype_of_names(t.type.names)
+            self.dtype = dtype_of_names(t.type.names, typedefs)
             self.what = f"a `{' '.join(t.type.names)}` variable"
         elif isinstance(t, c_ast.TypeDecl) and isinstance(t.type, (c_ast.Struct, c_ast.Union)):
             self.what = "a struct"
@@ -133,21 +133,27 @@ class CReader:
         self.fdef = fdef
         self.name = fdef.decl.name
         self.region = scop_region(unit, fdef)
+        self.typedefs: dict[str, list[str]] = {
+            e.name: e.type.type.names for e in unit.ast.ext
+            if isinstance(e, c_ast.Typedef) and isinstance(e.type, c_ast.TypeDecl) and isinstance(e.type.type, c_ast.IdentifierType)
+        }
         self.affine = CAffine(self)
         self.values = CValues(self)
         self.params_decl: dict[str, _Var] = {}
         for p in (fdef.decl.type.args.params if fdef.decl.type.args is not None else []):
             if isinstance(p, c_ast.Decl) and p.name:
-                self.params_decl[p.name] = _Var(p)
+                self.params_decl[p.name] = _Var(p, self.typedefs)
         self.globals: dict[str, _Var] = {}
         for e in unit.ast.ext:
             if isinstance(e, c_ast.Decl) and e.name and not isinstance(e.type, c_ast.FuncDecl) and "typedef" not in (e.storage or []):
-                self.globals[e.name] = _Var(e)
+                self.globals[e.name] = _Var(e, self.typedefs)
         self.locals: dict[str, _Var] = {}
         for d in _walk(fdef.body):
             if isinstance(d, c_ast.Decl) and d.name and not isinstance(d.type, c_ast.FuncDecl):
-                self.locals.setdefault(d.name, _Var(d))
+                self.locals.setdefault(d.name, _Var(d, self.typedefs))
         self.constants: dict[str, int] = {}
+        self.value_constants: dict[str, Const] = {}
+        self.captured: set[str] = set()
         self.builder: ProgramBuilder | None = None
         self._const_arrays: set[str] = set()
 
@@ -161,6 +167,10 @@ class CReader:
             return Binding(NameKind.ITERATOR)
         if name in self.constants:
             return Binding(NameKind.INT, self.constants[name])
+        if name in self.value_constants:
+            return Binding(NameKind.FLOAT, self.value_constants[name])
+        if name in self.captured:
+            return Binding(NameKind.SCALAR_ARG)
         for table, is_local in ((self.locals, True), (self.params_decl, False), (self.globals, False)):
             var = table.get(name)
             if var is None:
@@ -202,6 +212,7 @@ class CReader:
         b = self.builder = ProgramBuilder(self.name, params, self.unit.filename, coord.line if coord else 0)
         self._declare_arguments()
         assume = self._assume()
+        self._initial_values()
         self.block(self.region)
         if not b.statements:
             raise self.error(self.fdef, f"function `{self.name}` has no statements in its SCoP", hint=BODY_HINT)
@@ -211,13 +222,64 @@ class CReader:
         return check_program(b.build(assume))
 
     def _collect_constants(self) -> None:
-        """``const`` integer variables with constant initialisers (globals, then locals) are constants."""
+        """``const`` integer variables with constant initialisers (globals, then locals) are constants, and
+        so are int locals initialised to a constant before the region and never assigned in it."""
         for table in (self.globals, self.locals):
             for name, var in table.items():
-                if var.const and var.is_int_scalar and var.decl.init is not None:
+                if var.is_int_scalar and var.decl.init is not None and (var.const or self._set_before_region(name)):
                     k = self.affine.constant_int(var.decl.init, None)
                     if k is not None:
                         self.constants[name] = k
+
+    def _set_before_region(self, name: str) -> bool:
+        """Whether local ``name`` is initialised by its declaration before the region (not inside it), read
+        in the region and never assigned there nor used as a loop variable."""
+        var = self.locals.get(name)
+        if var is None or var.decl.init is None or var.dims or var.pointer or var.dtype is None:
+            return False
+        if any(n is var.decl for item in self.region for n in _walk(item)):
+            return False
+        used = {n.name for item in self.region for n in _walk(item) if isinstance(n, c_ast.ID)}
+        return name in used and name not in _assigned_names(self.region)
+
+    def _initial_values(self) -> None:
+        """Locals initialised before the region and read in it (``DATA_TYPE eps = SCALAR_VAL(0.1);``): a
+        constant initialiser is a constant of the variable's type; one computable from the sizes, scalar
+        parameters and arrays becomes an assignment at the start of the region; anything else (a call,
+        say) is captured as a scalar input argument of the same name. A local that the region also assigns
+        starts with an assignment of its initialiser."""
+        scope = self.builder.param_scope()
+        for name, var in self.locals.items():
+            if name in self.constants or var.decl.init is None or var.dims or var.pointer or var.dtype is None:
+                continue
+            if any(n is var.decl for item in self.region for n in _walk(item)):
+                continue
+            used = {n.name for item in self.region for n in _walk(item) if isinstance(n, c_ast.ID)}
+            if name not in used or name in _loop_variables(self.region):
+                continue
+            written = name in _assigned_names(self.region)
+            if not written:
+                try:
+                    value = self.values.translate(var.decl.init, scope, _no_reads, var.dtype)
+                except SourceError:
+                    value = None
+                value = fold_constant(value) or value if value is not None else None
+                if isinstance(value, Const):
+                    self.value_constants[name] = value
+                    continue
+                if value is None and var.dtype.is_float and not self._translatable(var.decl.init):
+                    self.captured.add(name)
+                    self.builder.add_scalar(name, var.dtype)
+                    continue
+            self._assign(var.decl, c_ast.ID(name, var.decl.coord), "=", var.decl.init)
+
+    def _translatable(self, node: c_ast.Node) -> bool:
+        """Whether ``node`` is a value the region could compute (array reads allowed)."""
+        try:
+            self.values.type_of(node, self.builder.param_scope())
+        except SourceError:
+            return False
+        return True
 
     def _collect_params(self) -> list[str]:
         """Integer parameters and non-const integer globals that the region or an array's extents mention."""
@@ -303,9 +365,13 @@ class CReader:
                     self.statement(node.iffalse)
         elif isinstance(node, c_ast.Assignment):
             if node.op not in _OPS:
-                raise self.error(node, f"compound assignment `{node.op}` in `{self.unit.segment(node)}` is not supported",
-                                 hint="use = += -= *= /=")
-            self._assign(node, node.lvalue, node.op, node.rvalue)
+                raise self.error(node, f"assignment operator `{node.op}` in `{self.unit.segment(node)}` is not supported",
+                                 hint=f"use one of {' '.join(_OPS)}")
+            if isinstance(node.rvalue, c_ast.Assignment):  # a = b = v: first b = v, then a = b (b's new value)
+                self.statement(node.rvalue)
+                self._assign(node, node.lvalue, node.op, node.rvalue.lvalue)
+            else:
+                self._assign(node, node.lvalue, node.op, node.rvalue)
         elif isinstance(node, c_ast.Decl):
             self._declaration(node)
         elif isinstance(node, c_ast.DeclList):
@@ -314,9 +380,7 @@ class CReader:
         elif isinstance(node, (c_ast.EmptyStatement, c_ast.Pragma)):
             pass  # `;` and other pragmas (OpenMP, ivdep): no code
         elif isinstance(node, c_ast.UnaryOp) and node.op in ("++", "--", "p++", "p--"):
-            sym = node.op.lstrip("p")
-            raise self.error(node, f"`{self.unit.segment(node)}`: {sym} statements are not supported",
-                             hint=f"write `{node_text(node.expr)} {sym[0]}= 1;`")
+            self._assign(node, node.expr, "+=" if "++" in node.op else "-=", c_ast.Constant("int", "1", node.coord))
         elif isinstance(node, c_ast.FuncCall):
             raise self.error(node, f"the call `{node_text(node)}` is not allowed in a SCoP",
                              hint="a SCoP only computes on arrays; move I/O and other calls outside #pragma scop")
@@ -355,16 +419,16 @@ class CReader:
                              hint="assign to an array element A[i][j] or a local scalar (no pointers or struct members)")
         dtype = b.arrays[array].dtype
         ttext = node_text(target)
+        if op != "=" and not (op in ("+=", "-=", "*=") and c_common_type(dtype, self.values.type_of(value, scope)) == dtype):
+            # `x op= v` is `x = (T)(x op v)`, with the operation in the common type of x and v: an update
+            # statement only where that type is x's own (no conversion to round differently)
+            value, op = c_ast.BinaryOp(op[:-1], target, value, node.coord), "="
 
         def make_value(read):  # noqa: ANN001, ANN202 - the builder's callback
-            if op != "/=":
-                return self.values.translate(value, scope, read, dtype)
-            rhs = self.values.translate(value, scope, read, dtype)
-            old = Read(read(array, subs, ttext), dtype)
-            return Binary("/" if dtype.is_float else "//", old, rhs, dtype)
+            return self.values.translate(value, scope, read, dtype)
 
         line = node.coord.line if node.coord else 0
-        b.add_statement((array, subs, ttext), "=" if op == "/=" else op, make_value, line, text)
+        b.add_statement((array, subs, ttext), op, make_value, line, text)
 
     def _bad_target(self, target: c_ast.ID, b: Binding) -> SourceError:
         name = target.name
@@ -483,6 +547,36 @@ def _constant_extent(arr: Array, params: tuple[str, ...]) -> isl.Set:
         if not size.terms:
             ext = ext & v[f"a{k}"].ge_set(v[0]) & v[f"a{k}"].lt_set(v[0] + size.constant)
     return ext.set_tuple_name(arr.name)
+
+
+def _no_reads(array: str, subs: list, text: str) -> int:
+    raise SourceError(f"`{text}` reads an array")
+
+
+def _assigned_names(items: list[c_ast.Node]) -> set[str]:
+    """Names assigned (``x = ...``, ``x op= ...``, ``x++``) or declared anywhere in ``items``."""
+    out: set[str] = set()
+    for item in items:
+        for n in _walk(item):
+            if isinstance(n, c_ast.Assignment) and isinstance(n.lvalue, c_ast.ID):
+                out.add(n.lvalue.name)
+            elif isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--") and isinstance(n.expr, c_ast.ID):
+                out.add(n.expr.name)
+            elif isinstance(n, c_ast.Decl) and n.name:
+                out.add(n.name)
+    return out
+
+
+def _loop_variables(items: list[c_ast.Node]) -> set[str]:
+    """The variables that the ``for`` loops in ``items`` start."""
+    out: set[str] = set()
+    for item in items:
+        for n in _walk(item):
+            if isinstance(n, c_ast.For) and isinstance(n.init, c_ast.Assignment) and isinstance(n.init.lvalue, c_ast.ID):
+                out.add(n.init.lvalue.name)
+            elif isinstance(n, c_ast.For) and isinstance(n.init, c_ast.DeclList):
+                out |= {d.name for d in n.init.decls}
+    return out
 
 
 def _is_name(node: c_ast.Node | None, name: str) -> bool:

@@ -16,7 +16,10 @@ import islpy as isl
 from polyfuse.types import DType, i32
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "tanh", "not")
-BINARY_OPS = ("+", "-", "*", "/", "//", "%", "max", "min", "pow")
+BINARY_OPS = ("+", "-", "*", "/", "//", "%", "max", "min", "pow", "tdiv", "trem", "&", "|", "^", "<<", ">>")
+"""``//`` and ``%`` on integers are Python's floor division and modulo (the DSL); ``tdiv`` and ``trem`` are C's
+integer ``/`` and ``%``, which truncate toward zero (``-7 tdiv 2 == -3``, ``-7 trem 2 == -1``; the C frontend).
+``& | ^ << >>`` are C's bitwise operators on integers."""
 COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
 LOGICAL_OPS = ("and", "or")
 
@@ -149,7 +152,7 @@ def format_expr(expr: Expr, access_names: list[str] | None = None) -> str:
             return f"not ({f(expr.operand)})"
         return f"{expr.op}({f(expr.operand)})"
     if isinstance(expr, Binary):
-        if expr.op in ("max", "min", "pow"):
+        if expr.op in ("max", "min", "pow", "tdiv", "trem"):
             return f"{expr.op}({f(expr.lhs)}, {f(expr.rhs)})"
         return f"({f(expr.lhs)} {expr.op} {f(expr.rhs)})"
     if isinstance(expr, (Compare, Logical)):

@@ -182,6 +182,8 @@ def _node_problem(prog: Program, stmt: Statement, node: Expr) -> str | None:  # 
             return f"unknown binary operator {node.op!r}"
         if node.dtype is None or node.lhs.dtype != node.dtype or node.rhs.dtype != node.dtype:
             return "binary operand type mismatch"
+        if node.op in ("tdiv", "trem", "&", "|", "^", "<<", ">>") and node.dtype.is_float:
+            return f"integer operator {node.op} on floating-point values"
     elif isinstance(node, Compare):
         if node.op not in COMPARE_OPS or node.dtype is not None or node.lhs.dtype is None or node.lhs.dtype != node.rhs.dtype:
             return "malformed comparison"

@@ -9,7 +9,7 @@ the interpreter and the C and CUDA printers read the same AST.
 Arithmetic happens in the arrays' dtypes, as in C: constants, scalar arguments and array elements are numpy
 scalars of their declared type (an ``f32`` program computes in float32), and casts are explicit ``Cast``
 nodes. ``max``/``min`` on floats ignore a NaN operand like C's ``fmax``/``fmin``; integer ``//`` and ``%``
-floor. Floating-point exceptions give inf or nan as in C, without numpy warnings. Input arrays are passed
+floor (the DSL's Python semantics) while ``tdiv`` and ``trem`` truncate toward zero (C's ``/`` and ``%``). Floating-point exceptions give inf or nan as in C, without numpy warnings. Input arrays are passed
 to the generated code as read-only views, so the interpreter cannot modify them.
 """
 
@@ -32,7 +32,7 @@ from polyfuse.types import DTYPES, DType
 CACHE_KEY = "reference"
 INDENT = "    "
 _NUMPY_UNARY = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh"}
-_INFIX = {"+", "-", "*", "/", "//", "%"}
+_INFIX = {"+", "-", "*", "/", "//", "%", "&", "|", "^", "<<", ">>"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,9 +87,20 @@ def python_source(program: Program, schedule: isl.Schedule) -> tuple[str, tuple[
     return writer.function(build_ast(program, schedule)), tuple(writer.constants)
 
 
+def _tdiv(a: Any, b: Any) -> Any:
+    """C's ``a / b`` on integer numpy scalars of one dtype: the quotient truncated toward zero."""
+    q = a // b
+    return q + type(q)(1) if q * b != a and (a < 0) != (b < 0) else q
+
+
+def _trem(a: Any, b: Any) -> Any:
+    """C's ``a % b``: the remainder takes the sign of ``a``, ``a == b * (a / b) + a % b``."""
+    return a - b * _tdiv(a, b)
+
+
 def _compile(program: Program, schedule: isl.Schedule) -> Interpreter:
     source, constants = python_source(program, schedule)
-    namespace: dict[str, Any] = {"_np": np, "_K": constants}
+    namespace: dict[str, Any] = {"_np": np, "_K": constants, "_tdiv": _tdiv, "_trem": _trem}
     namespace.update({f"_{d.name}": d.numpy for d in DTYPES.values()})
     exec(compile(source, f"<polyfuse reference {program.name}>", "exec"), namespace)  # noqa: S102 - our own generated code
     return Interpreter(program, source, namespace["_run"])
@@ -241,6 +252,8 @@ class _Writer:
                 return f"_np.{fn}({a}, {b})"
             if e.op == "pow":
                 return f"_np.power({a}, {b})"
+            if e.op in ("tdiv", "trem"):
+                return f"_{e.op}({a}, {b})"
         elif isinstance(e, Compare):
             return f"({v(e.lhs)} {e.op} {v(e.rhs)})"
         elif isinstance(e, Logical):

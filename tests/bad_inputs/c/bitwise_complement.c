@@ -1,10 +1,10 @@
-// expect: SourceError: operator `&`
+// expect: SourceError: operator `~`
 // function: k
 #define N 64
 void k(int n, double A[N][N], double B[N], double *P, double alpha) {
   int i, j;
 #pragma scop
   for (i = 0; i < n; i++)
-    B[i] = (double) (i & 3);
+    B[i] = (double) (~i);
 #pragma endscop
 }

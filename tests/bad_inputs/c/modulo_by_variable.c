@@ -1,4 +1,4 @@
-// expect: SourceError: needs a positive integer constant
+// expect: SourceError: needs a non-zero integer constant
 // function: k
 #define N 64
 void k(int n, double A[N][N], double B[N], double *P, double alpha) {
