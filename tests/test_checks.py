@@ -89,7 +89,7 @@ def build_oob_update_triangular():
 
 
 def build_oob_modulo():
-    @pf.program(assume="N >= 3")
+    @pf.program(assume="N >= 3 and N <= 6")  # in bounds only for N >= 7: no size the assumption allows
     def f(A: pf.f32[N], B: pf.f32[N]):
         for i in range(N):
             B[i] = A[(i + 5) % 7]  # @oob-modulo

@@ -19,16 +19,16 @@ import islpy as isl
 from polyfuse.errors import BoundsError, PolyfuseWarning, SourceError
 from polyfuse.ir.expr import Read, Where
 from polyfuse.ir.printer import format_size
-from polyfuse.ir.program import Access, Array, Program, Statement
+from polyfuse.ir.program import Access, Array, Assumption, Program, Statement
 from polyfuse.ir.verify import verify_program
 
 
 def check_program(prog: Program) -> Program:
     """``prog`` with argument roles refined, after verifying it and checking bounds and initialisation."""
     verify_program(prog)
-    for stmt in prog.statements:
-        for k, acc in enumerate(stmt.accesses):
-            _check_bounds(prog, stmt, k, acc)
+    for n in range(len(prog.statements)):
+        for k in range(len(prog.statements[n].accesses)):
+            prog = _check_bounds(prog, prog.statements[n], k, prog.statements[n].accesses[k])
     no_source = _reads_without_source(prog)
     if no_source is None:
         return _refine_roles(prog, None)
@@ -52,12 +52,17 @@ def array_extent(arr: Array, params: tuple[str, ...]) -> isl.Set:
 
 
 # ----- bounds ---------------------------------------------------------------------------------------
-def _check_bounds(prog: Program, stmt: Statement, index: int, acc: Access) -> None:
+def _check_bounds(prog: Program, stmt: Statement, index: int, acc: Access) -> Program:
+    """``prog`` when the access stays inside its array; else ``prog`` with a derived assumption (see
+    :func:`_derive`); else a :class:`BoundsError` with a witness."""
     arr = prog.arrays[acc.array]
     rel = acc.relation.intersect_domain(stmt.domain).intersect_params(prog.context)
     outside = rel.subtract_range(array_extent(arr, prog.params))
     if outside.is_empty():
-        return
+        return prog
+    derived = _derive(prog, stmt, acc, outside)
+    if derived is not None:
+        return derived
     sizes, coords = _smallest_point(outside.wrap(), prog.params)
     its = ", ".join(f"{n}={c}" for n, c in zip(stmt.iterators, coords[: stmt.depth]))
     elem = ", ".join(str(c) for c in coords[stmt.depth:])
@@ -71,6 +76,31 @@ def _check_bounds(prog: Program, stmt: Statement, index: int, acc: Access) -> No
         f"({shape}): with sizes {_assignments(sizes) or '(none)'}, instance {_instance(stmt, its)} touches {arr.name}[{elem}] "
         f"({hint})\n    {stmt.text}"
     )
+
+
+def _derive(prog: Program, stmt: Statement, acc: Access, outside: isl.Map) -> Program | None:
+    """``prog`` assuming the sizes for which ``acc`` stays inside its array (``y[0]`` outside any loop: ``n >= 1``),
+    like Polly's assumed context, when those sizes are a simple constraint (one convex piece without
+    existential variables, each of its constraints a bound on one size) that leaves the statement some
+    instances; None otherwise: the access is out of bounds for every size, or only for a pattern of sizes
+    no simple constraint describes, or unless one size bounds another (``C[i]`` of ``C[M]`` for ``i < N``),
+    which is left to an explicit ``assume=``."""
+    good = prog.context.params().subtract(outside.params()).coalesce()
+    if good.is_empty() or good.n_basic_set() != 1 or good.get_basic_sets()[0].dim(isl.dim_type.div) != 0:
+        return None
+    bounds_one_size = all(
+        sum(not c.get_coefficient_val(isl.dim_type.param, k).is_zero() for k in range(good.dim(isl.dim_type.param))) <= 1
+        for c in good.get_basic_sets()[0].get_constraints()
+    )
+    if not bounds_one_size:  # `C[i]` of C[M] for i < N: a relation between sizes is more likely a wrong size
+        return None
+    if stmt.domain.intersect_params(good).is_empty():
+        return None
+    good = good.remove_redundancies()
+    condition = good.gist_params(prog.context.params())
+    statements = tuple(dataclasses.replace(s, domain=s.domain.intersect_params(good)) for s in prog.statements)
+    assumption = Assumption(condition, acc.text or acc.array, stmt.name, stmt.line)
+    return dataclasses.replace(prog, context=good, statements=statements, assumptions=(*prog.assumptions, assumption))
 
 
 def _inside_where(stmt: Statement, index: int) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import islpy as isl
 
+from polyfuse.errors import api_boundary
 from polyfuse.ir.expr import Expr
 from polyfuse.ir.printer import format_program
 from polyfuse.types import DType, SizeExpr
@@ -108,12 +109,33 @@ class Statement:
         return self.write.kind == "update"
 
 
+@dataclass(frozen=True)
+class Assumption:
+    """A constraint on the sizes derived from one access (like Polly's assumed context): the access is
+    inside its array exactly when the sizes satisfy ``condition`` (a parameter set), so the program assumes
+    it and every call checks it. ``access`` is the access's source text, ``statement`` and ``line`` locate it."""
+
+    condition: isl.Set
+    access: str
+    statement: str
+    line: int
+
+    def holds(self, sizes: Mapping[str, int]) -> bool:
+        """Whether ``sizes`` (every param of the condition by name) satisfy the condition."""
+        point = self.condition
+        for k in range(point.dim(isl.dim_type.param)):
+            value = isl.Val.int_from_si(point.get_ctx(), int(sizes[point.get_dim_name(isl.dim_type.param, k)]))
+            point = point.fix_val(isl.dim_type.param, k, value)
+        return not point.is_empty()
+
+
 @dataclass(frozen=True, eq=False)
 class Program:
     """A whole affine program: what every pass of polyfuse consumes.
 
     ``arguments`` lists the call signature in order (arrays and scalars); ``context`` holds what is
-    assumed of the size params (their ``assume=`` constraints and non-negativity).
+    assumed of the size params (their ``assume=`` constraints, non-negativity, and the ``assumptions``
+    derived from accesses that are in bounds only for some sizes, see :class:`Assumption`).
     """
 
     name: str
@@ -126,6 +148,7 @@ class Program:
     schedule: isl.Schedule
     filename: str = "<program>"
     line: int = 0
+    assumptions: tuple[Assumption, ...] = ()
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -155,6 +178,7 @@ class Program:
                     out = out.union(isl.UnionMap.from_map(a.relation))
         return out
 
+    @api_boundary
     def dependences(self) -> Dependences:
         """Exact dependences of the source order (computed once, then cached)."""
         if "dependences" not in self._cache:

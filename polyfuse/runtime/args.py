@@ -285,6 +285,10 @@ def _check_context(program: Program, sizes: Mapping[str, int]) -> None:
         point = point.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(point.get_ctx(), sizes[name]))
     if point.is_empty():
         given = ", ".join(f"{p}={sizes[p]}" for p in program.params)
+        for a in program.assumptions:  # derived from an access: name it
+            if not a.holds(sizes):
+                raise ShapeError(f"sizes {given}: {program.name} {a.statement} (line {a.line}) accesses `{a.access}`, which is inside "
+                                 f"its array only when {_constraints_text(a.condition)}")
         raise ShapeError(f"sizes {given} violate what {program.name} assumes: {_violated(context, sizes)}")
 
 

@@ -6,4 +6,4 @@ N, M = pf.params("N M")
 
 @pf.program
 def bad(A: pf.f32[N], B: pf.f32[N]):
-    B[2] = A[0]
+    B[N] = A[0]
