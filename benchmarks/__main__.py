@@ -33,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--peers", help="comma-separated peers among numpy,torch,torch.compile,gcc (default: all installed)")
     run.add_argument("--rounds", type=int, help="exactly this many rounds per workload (default: as many as --budget allows)")
     run.add_argument("--budget", type=float, help="timing seconds per workload (default: 20; quick: 0.15)")
+    run.add_argument("--total-min", type=float, help="whole run in about this many minutes: rows' budgets shrink to fit (default: 17)")
     run.add_argument("--idle-ms", type=float, default=0.0, help="time single calls, each after this idle pause (cold calls)")
     run.add_argument("--threads", type=int, default=2, help="threads for every implementation (default: 2)")
     run.add_argument("--fusion", default="smart", help="polyfuse's fusion policy (default: smart)")
@@ -70,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         rounds = args.rounds
         results = versus.run(quick=args.quick, out=args.out, only=_split(args.only), peer_names=_split(args.peers),
                              budget_s=args.budget, min_rounds=rounds, max_rounds=rounds, idle_s=args.idle_ms / 1e3,
-                             threads=args.threads, fusion=args.fusion)
+                             threads=args.threads, fusion=args.fusion,
+                             total_s=None if args.total_min is None else args.total_min * 60)
         if any("polyfuse" in r["skipped"] for r in results["rows"]):
             status = 1  # polyfuse failed to compile or gave a wrong result somewhere: the table says where
     if args.target in ("cuda", "all"):

@@ -47,7 +47,7 @@ class Impl:
     call: Callable[[], Any]
     reset: Callable[[], None] | None = None
     setup_s: float = 0.0  # compile or build time, recorded, never part of a sample
-    notes: str = ""
+    warm_up: bool = True  # an untimed call before each settled sample (calibrate drops it for slow calls)
 
 
 @dataclass
@@ -73,6 +73,9 @@ def quantiles(values: Sequence[float]) -> dict[str, float]:
     return {"median": statistics.median(v), "q1": q1, "q3": q3, "min": v[0], "max": v[-1], "n": len(v)}
 
 
+SLOW_S = 0.25
+
+
 def _sample(impl: Impl, inner: int, idle_s: float, settle_s: float = 0.0) -> float:
     if idle_s > 0:
         if impl.reset is not None:
@@ -81,9 +84,10 @@ def _sample(impl: Impl, inner: int, idle_s: float, settle_s: float = 0.0) -> flo
     else:
         if settle_s > 0:  # let the previous implementation's spinning threads go to sleep, then wake ours
             time.sleep(settle_s)
-            if impl.reset is not None:
-                impl.reset()
-            impl.call()
+            if impl.warm_up:
+                if impl.reset is not None:
+                    impl.reset()
+                impl.call()
         if impl.reset is not None:
             impl.reset()
     t0 = time.perf_counter()
@@ -94,10 +98,13 @@ def _sample(impl: Impl, inner: int, idle_s: float, settle_s: float = 0.0) -> flo
 
 def calibrate(impls: Sequence[Impl], sample_s: float, idle_s: float = 0.0, settle_s: float = 0.0) -> tuple[dict[str, int], dict[str, float]]:
     """Time one (already warmed-up) call of each implementation; the ``inner`` repetition count that makes a
-    sample last ``sample_s``, and the per-call estimate. Idle-pause timing always uses single calls."""
+    sample last ``sample_s``, and the per-call estimate. Idle-pause timing always uses single calls. A call
+    slower than ``SLOW_S`` gets no untimed warm-up call before its samples: waking a thread pool is noise
+    there, and the extra call would double the row's time."""
     inner, once = {}, {}
     for impl in impls:
         t = _sample(impl, 1, 0.0, settle_s)
+        impl.warm_up = t < SLOW_S
         once[impl.name] = t
         inner[impl.name] = 1 if idle_s > 0 else max(1, min(1000, math.ceil(sample_s / max(t, 1e-7))))
     return inner, once
@@ -106,8 +113,9 @@ def calibrate(impls: Sequence[Impl], sample_s: float, idle_s: float = 0.0, settl
 def choose_rounds(inner: dict[str, int], once: dict[str, float], budget_s: float, min_rounds: int, max_rounds: int,
                   idle_s: float = 0.0, settle_s: float = 0.0) -> int:
     """As many rounds as fit in ``budget_s``, within ``[min_rounds, max_rounds]``."""
-    warm = settle_s > 0 and idle_s <= 0  # each sample then also pays the pause and one untimed call
-    per_round = sum(inner[n] * once[n] + idle_s + (settle_s + once[n] if warm else 0.0) for n in inner)
+    settled = settle_s > 0 and idle_s <= 0  # each sample then also pays the pause and (fast calls) one untimed call
+    per_round = sum(inner[n] * once[n] + idle_s + (settle_s + (once[n] if once[n] < SLOW_S else 0.0) if settled else 0.0)
+                    for n in inner)
     return max(min_rounds, min(max_rounds, int(budget_s / max(per_round, 1e-9))))
 
 
@@ -153,7 +161,7 @@ def blas_info() -> list[dict[str, Any]]:
         from threadpoolctl import threadpool_info  # noqa: PLC0415 (optional)
     except ImportError:
         return []
-    keep = ("user_api", "internal_api", "version", "architecture", "num_threads", "threading_layer", "prefix")
+    keep = ("user_api", "internal_api", "version", "architecture", "num_threads", "threading_layer", "prefix", "filepath")
     return [{k: d[k] for k in keep if k in d} for d in threadpool_info()]
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import harness, peers
-from benchmarks.suite import CASES
+from benchmarks.suite import CASES, Case
 
 TARGET = "c"
 STEM = "bench"
@@ -49,15 +49,17 @@ class Settings:
     threads: int = 2
     fusion: str = "smart"
     copy_bytes: int = 256 << 20
+    total_s: float | None = 17 * 60  # whole run: a row's budget shrinks so that the rows left still fit
 
     @classmethod
     def for_run(cls, quick: bool, **overrides: Any) -> Settings:
-        base = cls(quick=True, budget_s=0.15, sample_s=0.002, min_rounds=3, max_rounds=5, settle_s=0.005, copy_bytes=16 << 20) if quick else cls()
+        base = cls(quick=True, budget_s=0.15, sample_s=0.002, min_rounds=3, max_rounds=5, settle_s=0.005, copy_bytes=16 << 20,
+                       total_s=None) if quick else cls()
         return cls(**{**base.__dict__, **{k: v for k, v in overrides.items() if v is not None}})
 
 
-def bench_row(case, s: Settings, peer_names: Sequence[str], cache: Path) -> dict[str, Any]:
-    """Build, check and time one row; its JSON record."""
+def bench_row(case: Case, s: Settings, peer_names: Sequence[str], cache: Path, budget_s: float | None = None) -> dict[str, Any]:
+    """Build, check and time one row (``budget_s`` seconds of timing, default ``s.budget_s``); its record."""
     row = peers.implementations(case, s.quick, peer_names, cache, s.fusion)
     rec: dict[str, Any] = {"workload": case.name, "description": case.description, "sizes": row.sizes,
                            "kernels": row.kernels, "compulsory_bytes": row.nbytes, "memory_bound": case.memory_bound,
@@ -65,7 +67,7 @@ def bench_row(case, s: Settings, peer_names: Sequence[str], cache: Path) -> dict
     if not row.impls:
         return rec
     inner, once = harness.calibrate(row.impls, s.sample_s, s.idle_s, s.settle_s)
-    rounds = harness.choose_rounds(inner, once, s.budget_s, s.min_rounds, s.max_rounds, s.idle_s, s.settle_s)
+    rounds = harness.choose_rounds(inner, once, s.budget_s if budget_s is None else budget_s, s.min_rounds, s.max_rounds, s.idle_s, s.settle_s)
     timing = harness.interleaved(row.impls, rounds, inner, s.idle_s, s.settle_s)
     rec.update(rounds=rounds, order=timing.order, inner=timing.inner,
                times_ms={n: harness.quantiles([t * 1e3 for t in ts]) for n, ts in timing.times.items()},
@@ -101,9 +103,12 @@ def run(quick: bool = False, out: Path | str | None = None, only: Sequence[str] 
     results["copy"] = harness.copy_bandwidth(s.copy_bytes, s.threads, cache, budget_s=1.0 if quick else 4.0)
     _log(f"copy bandwidth ({s.threads} threads): {results['copy']['GBps']['median']:.1f} GB/s")
     rows = []
-    for case in selected:
+    for k, case in enumerate(selected):
         t0 = time.perf_counter()
-        rec = bench_row(case, s, names, cache)
+        budget = s.budget_s
+        if s.total_s is not None:  # half of an even share of the time left is timing; the rest builds and checks
+            budget = max(0.0, min(budget, 0.5 * (s.total_s - (time.time() - started)) / (len(selected) - k)))
+        rec = bench_row(case, s, names, cache, budget)
         rec["wall_s"] = time.perf_counter() - t0
         if case.memory_bound and "GBps" in rec:
             copy = results["copy"]["GBps"]["median"]
@@ -112,6 +117,7 @@ def run(quick: bool = False, out: Path | str | None = None, only: Sequence[str] 
         _log(summary_line(rec))
     results["rows"] = rows
     results["wall_s"] = time.time() - started
+    results["thread_pools"] = harness.blas_info()  # every pool loaded by now: OpenBLAS, OpenMP runtimes, MKL
     results["machine_after"] = {"load_average": os.getloadavg()}
     write(results, out_dir, STEM + ("_quick" if quick else ""))
     return results
@@ -151,12 +157,13 @@ def _throughput(rec: dict[str, Any]) -> str:
 def to_markdown(results: dict[str, Any]) -> str:
     m, s, copy = results["machine"], results["settings"], results["copy"]
     cols = [c for c in COLUMNS if c in s["peers"]]
-    blas = "; ".join(f"{b.get('internal_api')} {b.get('version', '')} {b.get('architecture', '')} ({b.get('num_threads')} threads)"
-                     for b in m["blas"]) or "threadpoolctl not installed"
+    blas = "; ".join(f"{b.get('internal_api')} {b.get('version') or ''} {b.get('architecture') or ''} "
+                     f"({Path(b.get('filepath', '')).name}, {b.get('num_threads')} threads)" for b in results.get("thread_pools") or m["blas"]) or "threadpoolctl not installed"
     lines = [
         f"# polyfuse against numpy, PyTorch and gcc{' (quick sizes)' if results['quick'] else ''}", "",
-        f"{m['cpu']}, {m['cpu_count']} CPUs; {s['threads']} threads everywhere; {m['gcc']}; numpy {m['numpy']}; BLAS: {blas}. "
-        f"Started {results['started_utc']} UTC, {results['wall_s'] / 60:.1f} min, load average before {m['load_average'][0]:.2f}.", "",
+        f"{m['cpu']}, {m['cpu_count']} CPUs; {s['threads']} threads everywhere; {m['gcc']}; numpy {m['numpy']}; thread pools (threadpoolctl, at the end): {blas}. "
+        f"Started {results['started_utc']} UTC, {results['wall_s'] / 60:.1f} min; 1-minute load average "
+        f"{m['load_average'][0]:.2f} before, {results['machine_after']['load_average'][0]:.2f} after.", "",
         f"Copy bandwidth ({copy['threads']} threads, {copy['bytes'] >> 20} MiB memcpy, read + write): "
         f"**{copy['GBps']['median']:.1f} GB/s** ({copy['GBps']['min']:.1f}–{copy['GBps']['max']:.1f}).", "",
         "Cells: polyfuse time / peer time, the median of the paired per-round ratios, with the interquartile range; "
@@ -172,15 +179,15 @@ def to_markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {r['workload']} | {r.get('rounds', '')} | {ours} | " + " | ".join(_ratio_cell(r, c) for c in cols)
                      + f" | {_throughput(r)} |")
     lines += ["", "Median time per call (ms) and one-off setup (s: polyfuse compile, torch.compile's first call, gcc build):", "",
-              "| workload | sizes | kernels | " + " | ".join(["polyfuse", *(LABELS[c] for c in cols)]) + " |",
-              "|---|---|---:|" + "---:|" * (len(cols) + 1)]
+              "| workload | what | sizes | kernels | " + " | ".join(["polyfuse", *(LABELS[c] for c in cols)]) + " |",
+              "|---|---|---|---:|" + "---:|" * (len(cols) + 1)]
     for r in results["rows"]:
         cells = []
         for name in ("polyfuse", *cols):
             q = r.get("times_ms", {}).get(name)
             cells.append(f"{q['median']:.3f} ({r['setup_s'][name]:.1f} s)" if q else "")
         sizes = ", ".join(f"{k}={v}" for k, v in r["sizes"].items())
-        lines.append(f"| {r['workload']} | {sizes} | {r['kernels'] if r['kernels'] is not None else ''} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r['workload']} | {r['description']} | {sizes} | {r['kernels'] if r['kernels'] is not None else ''} | " + " | ".join(cells) + " |")
     problems = [f"- {r['workload']}: {peer}: {why}" for r in results["rows"] for peer, why in r["skipped"].items() if why != "not installed"]
     missing = sorted({peer for r in results["rows"] for peer, why in r["skipped"].items() if why == "not installed"})
     if problems:
@@ -214,12 +221,14 @@ def plot(results: dict[str, Any], path: Path) -> bool:
                 med.append(q["median"])
                 lo.append(q["median"] - q["q1"])
                 hi.append(q["q3"] - q["median"])
-        ax.barh(ys, med, height=height, xerr=[lo, hi], label=f"vs {LABELS[peer]}", left=0)
+        ax.barh(ys, [v - 1.0 for v in med], height=height, left=1.0, label=f"vs {LABELS[peer]}")
+        ax.errorbar(med, ys, xerr=[lo, hi], fmt="none", ecolor="k", elinewidth=0.8, capsize=2)
     ax.axvline(1.0, color="k", linewidth=0.8)
     ax.set_xscale("log")
     ax.set_yticks(range(len(rows)), [r["workload"] for r in rows])
     ax.invert_yaxis()
-    ax.set_xlabel("polyfuse time / peer time (median of paired rounds, IQR; < 1: polyfuse faster)")
+    ax.set_xlabel("polyfuse time / peer time (median of paired rounds, IQR whiskers; < 1: polyfuse faster)")
+    ax.set_title(f"polyfuse vs peers, {results['settings']['threads']} threads{' (quick sizes)' if results['quick'] else ''}")
     ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
