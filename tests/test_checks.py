@@ -6,6 +6,7 @@ import os
 import re
 
 import islpy as isl
+import numpy as np
 import pytest
 
 import polyfuse as pf
@@ -329,3 +330,29 @@ def test_check_program_verifies_first():
     with pytest.raises(IRVerificationError):
         check_program(MALFORMED["second write"](small))
     assert check_program(small).arrays == small.arrays
+
+
+# ----- derived assumptions ---------------------------------------------------------------------
+def test_access_in_bounds_only_for_some_sizes_is_a_derived_assumption():
+    @pf.program
+    def f(r: pf.f64[N], y: pf.f64[N]):
+        y[0] = -r[0]
+        for i in range(1, N):
+            y[i] = y[i - 1] + r[i]
+
+    assert [a.access for a in f.assumptions] == ["y[0]"]
+    assert "assumed: N > 0" in str(f) and "`y[0]`" in str(f)
+    assert f.context.is_equal(isl.Set("[N] -> { : N >= 1 }"))
+    y = np.zeros(4)
+    pf.reference(f)(r=np.arange(4.0), y=y)
+    assert y.tolist() == [0.0, 1.0, 3.0, 6.0]
+    with pytest.raises(pf.ShapeError, match=r"accesses `y\[0\]`, which is inside its array only when N > 0"):
+        pf.reference(f)(r=np.zeros(0), y=np.zeros(0))
+
+
+def test_relation_between_sizes_is_not_derived():
+    with pytest.raises(pf.BoundsError):
+        @pf.program
+        def f(A: pf.f32[N], C: pf.f32[M]):
+            for i in range(N):
+                A[i] = C[i]  # M >= N would make it fit: an explicit assume= says so
