@@ -11,13 +11,16 @@ toward zero, in values, subscripts, bounds and conditions), the usual arithmetic
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
 import polyfuse as pf
 from polyfuse.runtime import cpu
-from tests.c_oracle import check_against_gcc
+from tests.c_oracle import assert_same, check_against_gcc
 from tests.kernels import KERNELS, Kernel, inputs, tolerance
+from tests.test_codegen_cuda import build_emulator, emulate
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="needs a C compiler")
 
@@ -215,3 +218,31 @@ def test_scalars_initialised_before_the_scop() -> None:
     assert "eps" not in prog.arguments and "third" not in prog.arrays  # constants of their declared types
     args = {"float_n": 3.0, "A": rng.uniform(-1, 1, n), "B": np.zeros(n)}
     check_against_gcc(INITIALISED, "initialised", args, program=prog)
+
+
+# ----- the CUDA printer gives the same C semantics (its kernels run on the CPU emulation) ------------------
+CUDA_CASES = {
+    "div_values": (INT_DIV_VALUES, lambda rng, n: {"A": _ints(rng, n, -1000, 1000), **{k: np.zeros(n, np.int32) for k in "QRS"}, "F": np.zeros(n)}),
+    "div_affine": (INT_DIV_AFFINE, lambda rng, n: {k: rng.uniform(-1, 1, n) for k in "ABD"} | {"C": rng.uniform(-1, 1, (n, n))}),
+    "char_types": (CHAR_TYPES, lambda rng, n: {"S": _ints(rng, n, -128, 128, np.int8), "U": _ints(rng, n, 0, 256, np.uint8),
+                                               "H": _ints(rng, n, -32768, 32768, np.int16), "P": np.zeros(n, np.int32),
+                                               "W": np.zeros(n, np.int8), "G": np.zeros(n, np.int16), "L": _ints(rng, n, -10**6, 10**6, np.int64)}),
+    "assignments": (ASSIGNMENTS, lambda rng, n: {"A": rng.uniform(-2, 2, n), "B": rng.uniform(-2, 2, n), "K": _ints(rng, n),
+                                                 "M": _ints(rng, n), "s": np.zeros(1)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CUDA_CASES))
+def test_cuda_code_matches_gcc_in_cpu_emulation(name: str, tmp_path) -> None:
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not on PATH")
+    source, make = CUDA_CASES[name]
+    n = 13
+    args = make(np.random.default_rng(7), n)
+    prog = pf.from_c(source, assume="n >= 3") if name == "div_affine" else pf.from_c(source)
+    want = check_against_gcc(source, name, args, program=prog, compile_c=False)
+    code = pf.codegen(pf.schedule(prog, target="cuda"))
+    dll = build_emulator([("v", code)], tmp_path)
+    got = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    emulate(dll, "v", code, got, {"n": n})
+    assert_same(got, want, f"{name}: CUDA (CPU emulation) vs gcc")
