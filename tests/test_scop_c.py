@@ -11,6 +11,7 @@ import examples.kernels as K
 import polyfuse as pf
 from polyfuse.frontend.scop_c import from_c
 from polyfuse.types import SizeExpr
+from tests.c_oracle import check_against_gcc
 
 GEMM = """
 #define N 100
@@ -237,6 +238,8 @@ def test_decreasing_loop_with_stride_and_forms():
     want[0::2] *= 3.0
     want[1:] -= 1.0
     np.testing.assert_allclose(a, want)
+    for n in (1, 6, 7):
+        check_against_gcc(src, "f", {"A": np.random.default_rng(n).uniform(-1, 1, n)}, program=p)
 
 
 def test_min_max_bounds_and_ternary_values():
@@ -260,6 +263,7 @@ def test_min_max_bounds_and_ternary_values():
         for j in range(max(0, i - 2), min(5, i + 3)):
             want[i, j] = max(a[i, j], 0.0)
     np.testing.assert_allclose(b, want)
+    check_against_gcc(src, "band", {"A": a, "B": np.full((6, 5), -7.0)}, program=p)
 
 
 def test_vla_params_symbolic_shapes_and_if():
@@ -385,6 +389,9 @@ def test_types_follow_c():
     np.testing.assert_allclose(a, [2, 3, 4, 5])
     np.testing.assert_allclose(b, [1.0, 1.5, 2.0, 2.5])
     np.testing.assert_array_equal(c, [0 + 1, 0 + 1, 2 + 2, 4 + 2])
+    rng = np.random.default_rng(9)  # and what gcc computes, negative values included
+    check_against_gcc(src, "f", {"A": rng.uniform(-9, 9, 7).astype(np.float32), "B": np.zeros(7), "C": np.zeros(7, np.int32)},
+                      program=p, rtol=1e-6, atol=1e-6)
 
 
 def test_function_selection():
@@ -417,3 +424,4 @@ def test_local_array_and_int_scalar_are_temporaries():
     a, b = np.arange(4.0), np.zeros(4)
     pf.reference(p)(A=a, B=b)
     np.testing.assert_allclose(b, [10.0, 7.0, 4.0, 1.0])
+    check_against_gcc(src, "f", {"A": np.random.default_rng(3).uniform(-5, 5, 6), "B": np.zeros(6)}, program=p)
