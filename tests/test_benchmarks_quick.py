@@ -88,6 +88,17 @@ def test_quick_run_checks_times_and_writes_outside_the_tree(tmp_path: Path) -> N
     assert "bench_quick" not in tracked
 
 
+def test_command_line_runs_the_quick_suite(tmp_path: Path) -> None:
+    from benchmarks.__main__ import main
+
+    argv = ["run", "--quick", "--keep-env", "--only", "rmsnorm", "--peers", "numpy", "--rounds", "4", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    row = json.loads((tmp_path / "bench_quick.json").read_text())["rows"][0]
+    assert row["workload"] == "rmsnorm" and row["rounds"] == 4 and set(row["ratios"]) == {"numpy"}
+    with pytest.raises(SystemExit):
+        main(["run", "--quick", "--keep-env", "--only", "no_such_row", "--out", str(tmp_path)])
+
+
 @pytest.mark.slow
 def test_whole_quick_suite() -> None:
     """Every row at quick sizes with every installed peer (make bench-quick, as a test)."""
