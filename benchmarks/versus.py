@@ -46,6 +46,8 @@ class Settings:
     max_rounds: int = 30
     idle_s: float = 0.0  # > 0: one call per sample, after this idle pause
     settle_s: float = 0.15  # pause + untimed call before each sample (harness docstring)
+    cold_rounds: int = 5  # then, rows whose calls are all fast: single calls after cold_idle_s idle (0: none)
+    cold_idle_s: float = 0.1
     threads: int = 2
     fusion: str = "smart"
     copy_bytes: int = 256 << 20
@@ -53,7 +55,8 @@ class Settings:
 
     @classmethod
     def for_run(cls, quick: bool, **overrides: Any) -> Settings:
-        base = cls(quick=True, budget_s=0.15, sample_s=0.002, min_rounds=3, max_rounds=5, settle_s=0.005, copy_bytes=16 << 20,
+        base = cls(quick=True, budget_s=0.15, sample_s=0.002, min_rounds=3, max_rounds=5, settle_s=0.005, cold_rounds=2, cold_idle_s=0.01,
+                       copy_bytes=16 << 20,
                        total_s=None) if quick else cls()
         return cls(**{**base.__dict__, **{k: v for k, v in overrides.items() if v is not None}})
 
@@ -74,6 +77,12 @@ def bench_row(case: Case, s: Settings, peer_names: Sequence[str], cache: Path, b
                raw_ms={n: [round(t * 1e3, 5) for t in ts] for n, ts in timing.times.items()})
     if "polyfuse" in timing.times:
         rec["ratios"] = harness.paired_ratios(timing)
+    if s.cold_rounds and s.idle_s <= 0 and max(once.values()) < harness.SLOW_S:
+        cold = harness.interleaved(row.impls, s.cold_rounds, {n: 1 for n in inner}, idle_s=s.cold_idle_s)
+        rec["cold_idle_s"] = s.cold_idle_s
+        rec["cold_ms"] = {n: harness.quantiles([t * 1e3 for t in ts]) for n, ts in cold.times.items()}
+        if "polyfuse" in cold.times:
+            rec["cold_ratios"] = harness.paired_ratios(cold)
     med = {n: q["median"] * 1e-3 for n, q in rec["times_ms"].items()}
     if case.flops is not None:
         rec["GFLOPs"] = {n: case.flops(row.sizes) / t / 1e9 for n, t in med.items()}
@@ -178,14 +187,19 @@ def to_markdown(results: dict[str, Any]) -> str:
         ours = f"{ms['median']:.3f}" if ms else "fails"
         lines.append(f"| {r['workload']} | {r.get('rounds', '')} | {ours} | " + " | ".join(_ratio_cell(r, c) for c in cols)
                      + f" | {_throughput(r)} |")
-    lines += ["", "Median time per call (ms) and one-off setup (s: polyfuse compile, torch.compile's first call, gcc build):", "",
-              "| workload | what | sizes | kernels | " + " | ".join(["polyfuse", *(LABELS[c] for c in cols)]) + " |",
-              "|---|---|---|---:|" + "---:|" * (len(cols) + 1)]
+    lines += ["", "Median time per call (ms) and one-off setup (s: polyfuse compile, torch.compile's first call, gcc build); "
+              "last column: polyfuse's median single call after an idle pause (rows whose calls all take < 0.25 s; "
+              "the peers' cold times and ratios are in the JSON):", "",
+              "| workload | what | sizes | kernels | " + " | ".join(["polyfuse", *(LABELS[c] for c in cols)])
+              + f" | polyfuse after {s['cold_idle_s'] * 1e3:.0f} ms idle |",
+              "|---|---|---|---:|" + "---:|" * (len(cols) + 2)]
     for r in results["rows"]:
         cells = []
         for name in ("polyfuse", *cols):
             q = r.get("times_ms", {}).get(name)
             cells.append(f"{q['median']:.3f} ({r['setup_s'][name]:.1f} s)" if q else "")
+        cold = r.get("cold_ms", {}).get("polyfuse")
+        cells.append(f"{cold['median']:.3f}" if cold else "")
         sizes = ", ".join(f"{k}={v}" for k, v in r["sizes"].items())
         lines.append(f"| {r['workload']} | {r['description']} | {sizes} | {r['kernels'] if r['kernels'] is not None else ''} | " + " | ".join(cells) + " |")
     problems = [f"- {r['workload']}: {peer}: {why}" for r in results["rows"] for peer, why in r["skipped"].items() if why != "not installed"]
