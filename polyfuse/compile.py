@@ -28,10 +28,10 @@ import numpy as np
 
 from polyfuse.codegen import codegen
 from polyfuse.codegen.code import Code
-from polyfuse.errors import CodegenError, PolyfuseError, RuntimeUnavailable
+from polyfuse.errors import CodegenError, PolyfuseError, RuntimeUnavailable, api_boundary
 from polyfuse.ir.program import Program
 from polyfuse.runtime import cpu, tuning
-from polyfuse.runtime.args import Binder, Bound
+from polyfuse.runtime.args import Binder, Bound, check_params
 from polyfuse.schedule import schedule as schedule_program
 from polyfuse.schedule.model import Schedule
 
@@ -43,7 +43,7 @@ except ModuleNotFoundError as e:  # the CUDA runtime is optional (and pycuda wit
     cuda_runtime = None
 
 TARGETS = ("c", "cuda", "auto")
-SCHEDULE_OPTIONS = ("fusion", "tile", "params", "schedule", "isl_budget")
+SCHEDULE_OPTIONS = ("fusion", "tile", "params", "schedule", "isl_budget", "reassociate")
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,6 +128,7 @@ class Executable:
         if params:
             self._latest = self.specialise(params)
 
+    @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run on the program's arguments, positional in signature order or by name, and sizes by name.
 
@@ -142,6 +143,7 @@ class Executable:
         compiled.function(*self._values(compiled.code, bound, temporaries))
         return bound.returned
 
+    @api_boundary
     def specialise(self, sizes: Mapping[str, int]) -> Compiled:
         """The pipeline's values for ``sizes`` (compiled on first use, then cached)."""
         return self._get(sizes)[0]
@@ -203,6 +205,7 @@ class Executable:
         return f"<pf.Executable {self.program.name} target={self.target} specialisations={len(self._specialisations)}>"
 
 
+@api_boundary
 def compile(program: Program, target: str = "auto", tune: int | None = None, **schedule_options: Any) -> Executable:  # noqa: A001
     """Compile ``program`` for ``target`` (``"c"``, ``"cuda"`` or ``"auto"``).
 
@@ -221,6 +224,7 @@ def compile(program: Program, target: str = "auto", tune: int | None = None, **s
     unknown = set(schedule_options) - set(SCHEDULE_OPTIONS)
     if unknown:
         raise PolyfuseError(f"unknown option(s) {', '.join(sorted(unknown))} for pf.compile: expected {', '.join(SCHEDULE_OPTIONS)}")
+    check_params(program, schedule_options.get("params"))
     k = tuning.check_tune(tune)
     resolved = resolve_target(target)
     if k:

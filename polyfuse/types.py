@@ -6,10 +6,13 @@ scalar argument. ``pf.params("N M")`` creates the symbolic sizes used in shapes 
 
 from __future__ import annotations
 
+import keyword
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from polyfuse.errors import api_boundary, user_source_error
 
 
 @dataclass(frozen=True)
@@ -24,9 +27,13 @@ class DType:
     def is_float(self) -> bool:
         return self.name.startswith("f")
 
+    @api_boundary
     def __getitem__(self, shape: Any) -> ArrayType:
+        """``pf.f32[N, M]``; every extent must be a non-negative int or an affine expression of sizes."""
         if not isinstance(shape, tuple):
             shape = (shape,)
+        for extent in shape:
+            _check_extent(self, shape, extent)
         return ArrayType(self, shape)
 
     def __repr__(self) -> str:
@@ -87,6 +94,7 @@ class Param:
     def __rsub__(self, other: Any) -> SizeExpr:
         return SizeExpr.of(other) - SizeExpr.of(self)
 
+    @api_boundary
     def __mul__(self, other: Any) -> SizeExpr:
         return SizeExpr.of(self) * other
 
@@ -131,18 +139,61 @@ class SizeExpr:
     def __rsub__(self, other: Any) -> SizeExpr:
         return SizeExpr.of(other)._combine(self, -1)
 
+    @api_boundary
     def __mul__(self, other: Any) -> SizeExpr:
-        if not isinstance(other, (int, np.integer)):
-            raise TypeError("sizes may only be multiplied by integer constants (they must stay affine)")
+        if not isinstance(other, (int, np.integer)) or isinstance(other, bool):
+            raise user_source_error(
+                f"{_size_text(self)} * {_size_text(other)}: sizes may only be multiplied by integer constants (shapes and bounds must stay affine)",
+                f"{_size_text(self)} * {_size_text(other)}",
+                hint="declare the product as a size of its own, e.g. NM = pf.params('NM')" if isinstance(other, (Param, SizeExpr)) else None,
+            )
         k = int(other)
         return SizeExpr(tuple((n, c * k) for n, c in self.terms if c * k), self.constant * k)
 
     __rmul__ = __mul__
 
 
+@api_boundary
 def params(names: str) -> tuple[Param, ...] | Param:
-    """Symbolic sizes, e.g. ``N, M = pf.params("N M")``; a single name returns a single Param."""
+    """Symbolic sizes, e.g. ``N, M = pf.params("N M")``; a single name returns a single Param.
+
+    Names are separated by spaces or commas; each must be a Python identifier (isl and the generated C
+    use it as a variable), not a keyword, and not repeated."""
+    if not isinstance(names, str):
+        raise user_source_error(f"pf.params expects a string of names such as \"N M\", got {type(names).__name__}", "pf.params")
     out = tuple(Param(n) for n in names.replace(",", " ").split())
     if not out:
-        raise ValueError("pf.params needs at least one name")
+        raise user_source_error("pf.params needs at least one name, e.g. pf.params(\"N M\")", "pf.params")
+    seen: set[str] = set()
+    for p in out:
+        if not p.name.isidentifier() or keyword.iskeyword(p.name) or p.name.startswith("__"):
+            raise user_source_error(f"pf.params: {p.name!r} is not a valid size name (an identifier such as N or n_rows)", p.name)
+        if p.name in seen:
+            raise user_source_error(f"pf.params: the size {p.name!r} is named twice", p.name)
+        seen.add(p.name)
     return out[0] if len(out) == 1 else out
+
+
+def _size_text(value: Any) -> str:
+    """``2*N + M - 1``: a size expression as written."""
+    if not isinstance(value, SizeExpr):
+        return repr(value)
+    parts = [n if c == 1 else f"{c}*{n}" for n, c in value.terms]
+    if value.constant or not parts:
+        parts.append(str(value.constant))
+    return " + ".join(parts).replace("+ -", "- ")
+
+
+def _check_extent(dtype: DType, shape: tuple[Any, ...], extent: Any) -> None:
+    """An array extent: a non-negative int, a size, or an affine expression of sizes."""
+    text = f"{dtype!r}[{', '.join(_size_text(e) for e in shape)}]"
+    if isinstance(extent, (Param, SizeExpr)):
+        return
+    if isinstance(extent, (int, np.integer)) and not isinstance(extent, bool):
+        if extent < 0:
+            raise user_source_error(f"{text}: the extent {int(extent)} is negative; extents are sizes (>= 0)", text)
+        return
+    raise user_source_error(
+        f"{text}: an extent must be an int or an affine expression of pf.params sizes in the shape, not {type(extent).__name__} {extent!r}",
+        text,
+    )

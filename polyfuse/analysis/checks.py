@@ -16,7 +16,7 @@ import warnings
 
 import islpy as isl
 
-from polyfuse.errors import BoundsError, PolyfuseWarning, SourceError
+from polyfuse.errors import BoundsError, PolyfuseWarning, SourceError, user_stacklevel
 from polyfuse.ir.expr import Read, Where
 from polyfuse.ir.printer import format_size
 from polyfuse.ir.program import Access, Array, Assumption, Program, Statement
@@ -145,7 +145,7 @@ def _reads_without_source(prog: Program) -> dict[tuple[str, str], isl.Set] | Non
         return out
     except isl.Error:
         warnings.warn(f"{prog.filename}: {prog.name}: could not prove within {CHECK_BUDGET} isl operations that "
-                      "every temporary is written before it is read; not checked", PolyfuseWarning, stacklevel=4)
+                      "every temporary is written before it is read; not checked", PolyfuseWarning, stacklevel=user_stacklevel())
         return None
     finally:
         ctx.set_max_operations(saved)

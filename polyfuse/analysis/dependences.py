@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Mapping
 import islpy as isl
 
 from polyfuse.analysis.distance import LoopDistance, LoopStructure
-from polyfuse.errors import PolyfuseWarning
+from polyfuse.errors import PolyfuseWarning, user_stacklevel
 from polyfuse.ir.printer import format_statement
 
 if TYPE_CHECKING:
@@ -286,7 +286,7 @@ def _last_writer(prog: Program, reads: isl.UnionMap, writes: isl.UnionMap, sched
         why = str(e).split(" in /")[0].split("failed: ")[-1]
         warnings.warn(f"{prog.filename}: {prog.name}: isl's dataflow analysis failed ({why}); flow dependences are "
                       "taken memory-based (every earlier write of the element), a safe over-approximation",
-                      PolyfuseWarning, stacklevel=3)
+                      PolyfuseWarning, stacklevel=user_stacklevel())
         return _all_earlier(reads, writes, schedule)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from polyfuse.codegen.c import generate_c
 from polyfuse.codegen.code import Argument, Code
-from polyfuse.errors import CodegenError
+from polyfuse.errors import CodegenError, PolyfuseError, api_boundary
 from polyfuse.schedule.model import Schedule
 
 try:
@@ -21,8 +21,11 @@ except ModuleNotFoundError as e:  # the CUDA printer is optional while it is bei
 __all__ = ["Argument", "Code", "codegen", "generate_c"]
 
 
+@api_boundary
 def codegen(sched: Schedule) -> Code:
     """The source code for a scheduled program, for the schedule's target."""
+    if not isinstance(sched, Schedule):
+        raise PolyfuseError(f"pf.codegen expects a pf.Schedule (from pf.schedule(...)), got {type(sched).__name__}")
     if sched.target == "c":
         return generate_c(sched)
     if sched.target == "cuda":

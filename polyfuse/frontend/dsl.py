@@ -24,7 +24,7 @@ import islpy as isl
 import numpy as np
 
 from polyfuse.analysis.checks import check_program
-from polyfuse.errors import SourceError
+from polyfuse.errors import SourceError, api_boundary, caller_frame
 from polyfuse.frontend import intrinsics
 from polyfuse.frontend.affine import AffineTranslator, Binding, NameKind
 from polyfuse.frontend.source import FunctionSource, binding_of, params_in, without_docstring
@@ -51,6 +51,7 @@ _STATEMENT_HINTS = {
 _AUG_OPS = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*="}
 
 
+@api_boundary
 def program(fn: Callable | None = None, *, assume: str | None = None, name: str | None = None) -> Any:
     """Decorator: ``@pf.program`` or ``@pf.program(assume="N >= 2")`` returns a :class:`Program`.
 
@@ -58,10 +59,11 @@ def program(fn: Callable | None = None, *, assume: str | None = None, name: str 
     become the program's context, on top of every size being non-negative.
     """
     frame = inspect.currentframe()
-    namespace = dict(frame.f_back.f_locals) if frame is not None and frame.f_back is not None else {}
-    del frame
+    caller = caller_frame(frame.f_back) if frame is not None else None
+    namespace = dict(caller.f_locals) if caller is not None else {}
+    del frame, caller
     if fn is None:
-        return lambda f: DslReader(f, assume=assume, name=name, namespace=namespace).read()
+        return api_boundary(lambda f: DslReader(f, assume=assume, name=name, namespace=namespace).read())
     return DslReader(fn, assume=assume, name=name, namespace=namespace).read()
 
 

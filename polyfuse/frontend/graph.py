@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from polyfuse.analysis.checks import check_program
-from polyfuse.errors import PolyfuseError, ShapeError
+from polyfuse.errors import PolyfuseError, ShapeError, api_boundary
 from polyfuse.frontend.formula import Val, binary, cast, const
 from polyfuse.frontend.lowering import Lowering
 from polyfuse.frontend.shapes import broadcast_shapes, broadcast_subscripts, normalize_axes, shape_text, size_of
@@ -124,6 +124,7 @@ class Graph:
         self.tensors: list[Tensor] = []
         self.inputs: dict[str, Tensor] = {}
 
+    @api_boundary
     def input(self, name: str, shape: Sequence[Any] | Any, dtype: DType = f32) -> Tensor:
         """A graph input array ``name`` of ``shape`` (ints or ``pf.params`` sizes) and ``dtype``."""
         if not isinstance(name, str) or not name.isidentifier():
@@ -164,6 +165,7 @@ class Graph:
         self.tensors.append(t)
         return t
 
+    @api_boundary
     def build(self, **outputs: Tensor) -> Program:
         """The Program computing ``outputs`` (by keyword: each becomes an output array of that name)."""
         if not outputs:

@@ -40,7 +40,7 @@ import islpy as isl
 from pycparser import c_ast
 
 from polyfuse.analysis.checks import check_program
-from polyfuse.errors import SourceError
+from polyfuse.errors import SourceError, api_boundary
 from polyfuse.frontend.affine import Binding, NameKind
 from polyfuse.frontend.c_affine import CAffine
 from polyfuse.frontend.c_source import CUnit, assume_condition, functions_in, has_scop, node_text, read_c, scop_region
@@ -60,6 +60,7 @@ _STATEMENT_NAMES = {
 _OPS = ("=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=")
 
 
+@api_boundary
 def from_c(source: str, function: str | None = None, defines: dict[str, object] | None = None,
            assume: str | None = None) -> Program:
     """The :class:`Program` of the SCoP in a C file (a path) or C text.

@@ -37,7 +37,7 @@ from polyfuse.ir.program import Array, Program
 from polyfuse.runtime.arrays import DeviceArray, as_array, strides_text
 from polyfuse.types import DType, SizeExpr
 
-__all__ = ["Bound", "Binder", "DeviceArray", "bind", "describe_array", "gather"]
+__all__ = ["Bound", "Binder", "DeviceArray", "bind", "check_params", "describe_array", "gather"]
 
 
 class Bound(NamedTuple):
@@ -175,6 +175,24 @@ class Binder:
 _MISSING = object()
 
 
+def check_params(program: Program, params: Mapping[str, Any] | None, what: str = "params") -> None:
+    """Sizes given up front (``params=`` of ``pf.schedule``/``pf.compile``, the CLI's ``--size``): known
+    names, non-negative integers, and values the program's assumptions allow; :class:`ShapeError` else."""
+    if params is None:
+        return
+    if not isinstance(params, Mapping):
+        raise ShapeError(f"{what} must be a dict of sizes such as {{'N': 1024}}, got {type(params).__name__}")
+    for name, value in params.items():
+        if name not in program.params:
+            sizes = ", ".join(program.params) or "none"
+            raise ShapeError(f"{what} names {name!r}, which is not a size of {program.name} (its sizes: {sizes})")
+        if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
+            raise ShapeError(f"{what}: size {name} must be an integer, got {value!r}")
+        if value < 0:
+            raise ShapeError(f"{what}: size {name}={int(value)} is negative; sizes are extents and loop counts (>= 0)")
+    _check_context(program, {k: int(v) for k, v in params.items()})
+
+
 def describe_array(array: Array, sizes: Mapping[str, int] | None = None) -> str:
     """``float32[N=64, M=32]``: the declared type, with known size values filled in."""
     dims = []
@@ -282,9 +300,10 @@ def _check_context(program: Program, sizes: Mapping[str, int]) -> None:
     point = context
     for k in range(point.dim(isl.dim_type.param)):
         name = point.get_dim_name(isl.dim_type.param, k)
-        point = point.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(point.get_ctx(), sizes[name]))
+        if name in sizes:
+            point = point.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(point.get_ctx(), sizes[name]))
     if point.is_empty():
-        given = ", ".join(f"{p}={sizes[p]}" for p in program.params)
+        given = ", ".join(f"{p}={sizes[p]}" for p in program.params if p in sizes)
         for a in program.assumptions:  # derived from an access: name it
             if not a.holds(sizes):
                 raise ShapeError(f"sizes {given}: {program.name} {a.statement} (line {a.line}) accesses `{a.access}`, which is inside "
@@ -295,7 +314,8 @@ def _check_context(program: Program, sizes: Mapping[str, int]) -> None:
 def _violated(context: isl.Set, sizes: Mapping[str, int]) -> str:
     """The constraints of ``context`` that ``sizes`` break, as text (all of them for a disjunction)."""
     pieces = context.get_basic_sets()
-    if len(pieces) != 1 or pieces[0].dim(isl.dim_type.div):
+    names = [context.get_dim_name(isl.dim_type.param, k) for k in range(context.dim(isl.dim_type.param))]
+    if len(pieces) != 1 or pieces[0].dim(isl.dim_type.div) or any(n not in sizes for n in names):
         return _constraints_text(context)
     broken = []
     for c in pieces[0].get_constraints():

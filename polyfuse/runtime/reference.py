@@ -23,7 +23,7 @@ import islpy as isl
 import numpy as np
 
 from polyfuse.codegen.ast import PythonDialect, StatementCall, build_ast, expr_to_text, statement_call
-from polyfuse.errors import CodegenError
+from polyfuse.errors import CodegenError, PolyfuseError, api_boundary
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
 from polyfuse.ir.program import Program
 from polyfuse.runtime.args import bind
@@ -65,12 +65,16 @@ class Interpreter:
         return f"<pf.reference {self.program.name}>"
 
 
+@api_boundary
 def reference(program: Program, schedule: isl.Schedule | None = None) -> Interpreter:
     """The sequential interpreter of ``program``: ``pf.reference(prog)(A=a, C=c)`` writes ``c`` in place.
 
     With ``schedule`` (a schedule tree over the program's statements, e.g. a transformed one), the
     statements run in that order instead of the source order; such interpreters are not cached.
     """
+    if not isinstance(program, Program):
+        hint = " (decorate the function with @pf.program)" if callable(program) else ""
+        raise PolyfuseError(f"pf.reference expects a pf.Program, got {type(program).__name__} {getattr(program, '__name__', '')}".rstrip() + hint)
     if schedule is None:
         cached = program._cache.get(CACHE_KEY)
         # dataclasses.replace() hands the same _cache dict to the new Program: check whose entry it is.

@@ -27,8 +27,9 @@ import islpy as isl
 
 from polyfuse.analysis.legality import check_parallel, check_schedule
 from polyfuse.cost.search import Limits, TileSearch  # noqa: E402 (cost/ builds on the modules above)
-from polyfuse.errors import IllegalTransformError, PolyfuseError
+from polyfuse.errors import IllegalTransformError, PolyfuseError, api_boundary
 from polyfuse.ir.program import Program
+from polyfuse.runtime.args import check_params
 from polyfuse.schedule.bands import DepView
 from polyfuse.schedule.deps import dependences_of
 from polyfuse.schedule.explain import decisions
@@ -45,6 +46,7 @@ from polyfuse.schedule.tiling import validate_tile
 TARGETS = ("c", "cuda")
 
 
+@api_boundary
 def schedule(
     prog: Program,
     target: str = "c",
@@ -81,10 +83,14 @@ def schedule(
         raise PolyfuseError(f"unknown target {target!r} for pf.schedule; expected one of {', '.join(TARGETS)}")
     if schedule is None and fusion not in FUSION_POLICIES:
         raise PolyfuseError(f"unknown fusion policy {fusion!r}; expected one of {', '.join(FUSION_POLICIES)}")
+    if not isinstance(prog, Program):
+        raise PolyfuseError(f"pf.schedule expects a pf.Program (a @pf.program function), got {type(prog).__name__}")
     unknown = sorted(set(params or {}) - set(prog.params))
     if unknown:
         raise PolyfuseError(f"params names sizes that {prog.name} does not have: {', '.join(unknown)}")
+    check_params(prog, params)
     validate_tile(tile, [s.name for s in prog.statements])
+    _check_tile_depth(prog, tile)
     label = "explicit" if schedule is not None else fusion
     limits = Limits(shared_memory=shared_memory, cache_bytes=cache_bytes)
     search = None
@@ -121,6 +127,24 @@ def schedule(
     notes = budget.notes + notes
     decide = functools.partial(decisions, prog, label, best.kernels, view) if view is not None else None  # on first explain()
     return dataclasses.replace(best, decide=decide, notes=tuple(notes))
+
+
+def _check_tile_depth(prog: Program, tile) -> None:
+    """Explicit tile sizes may not outnumber the loops of the deepest nest (a statement's sizes apply to
+    the band of its kernel, which fusion may make deeper than the statement's own loops; a shallower band
+    takes the leading sizes)."""
+    if isinstance(tile, Mapping):
+        given = [(t,) if isinstance(t, int) else tuple(t) for t in tile.values()]
+    elif isinstance(tile, (tuple, list)):
+        given = [tuple(tile)]
+    else:
+        return
+    depth = {s.name: s.domain.dim(isl.dim_type.set) for s in prog.statements}
+    deepest = max(depth, key=depth.get, default=None)
+    for sizes in given:
+        if deepest is not None and len(sizes) > depth[deepest]:
+            raise PolyfuseError(f"tile={sizes!r} gives {len(sizes)} sizes, but the deepest loop nest of {prog.name} "
+                                f"({deepest}) has {depth[deepest]} loop(s)")
 
 
 def _explicit_over_budget(e: BudgetExhausted) -> PolyfuseError:

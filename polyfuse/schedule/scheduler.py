@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from polyfuse.analysis.legality import padded_schedule_map
-from polyfuse.errors import PolyfuseError, PolyfuseWarning
+from polyfuse.errors import PolyfuseError, PolyfuseWarning, user_stacklevel
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import QUOTA_MESSAGE, DepView, T, annotate, isl_options, over_quota
 from polyfuse.schedule.mapping import split
@@ -166,7 +166,7 @@ class IslBudget:
             note += " (raise isl_budget= to allow more)"
         if note not in self.notes:
             self.notes.append(note)
-            warnings.warn(note, PolyfuseWarning, stacklevel=2)
+            warnings.warn(note, PolyfuseWarning, stacklevel=user_stacklevel())  # at the user's call
         return instead
 
 
