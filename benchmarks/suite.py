@@ -242,3 +242,31 @@ def polybench_kernel(case: Case, quick: bool) -> Any:
     from tests.kernels import BY_NAME as KERNELS  # noqa: PLC0415 (a source checkout's test data)
 
     return dataclasses.replace(KERNELS[case.kernel], sizes=MappingProxyType(case.sizes(quick)))
+
+
+# ----- the acceptance criteria of issue 15 that these rows measure ---------------------------------------------
+@dataclass(frozen=True)
+class Criterion:
+    """``rows``' paired ratio against ``peer`` must be at most ``bound`` (strictly below when ``strict``);
+    ``peer == "copy"`` instead asks for at least ``bound`` percent of the copy bandwidth."""
+
+    text: str
+    rows: tuple[str, ...]
+    peer: str
+    bound: float
+    strict: bool = False
+
+
+_MEMORY_ROWS = tuple(c.name for c in DNN if c.memory_bound)
+CRITERIA: tuple[Criterion, ...] = (
+    Criterion("gemm f32 1024³ and 2048³: polyfuse time ≤ 1.25 × numpy/OpenBLAS", ("matmul_1024", "matmul_2048"), "numpy", 1.25),
+    Criterion("MLP, attention and conv2d 3×3 + relu: polyfuse time ≤ torch.compile's", ("mlp", "attention", "conv2d_relu"),
+              "torch.compile", 1.0),
+    Criterion("softmax and layernorm: polyfuse time ≤ 0.8 × torch.compile's",
+              ("softmax_4096x1024", "softmax_8192x4096", "layernorm"), "torch.compile", 0.8),
+    Criterion("memory-bound rows: ≥ 60 % of the measured copy bandwidth", _MEMORY_ROWS, "copy", 60.0),
+    Criterion("fused elementwise chains keep their lead over torch.compile", ("add_exp", "bias_gelu_residual"),
+              "torch.compile", 1.0, strict=True),
+    Criterion("PolyBench-style kernels (LARGE): no kernel slower than gcc -O3 on its source", tuple(c.name for c in POLYBENCH),
+              "gcc", 1.0),
+)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import harness, peers
-from benchmarks.suite import CASES, Case
+from benchmarks.suite import CASES, CRITERIA, Case
 
 TARGET = "c"
 STEM = "bench"
@@ -126,6 +126,7 @@ def run(quick: bool = False, out: Path | str | None = None, only: Sequence[str] 
         _log(summary_line(rec))
     results["rows"] = rows
     results["wall_s"] = time.time() - started
+    results["acceptance"] = acceptance(results)
     results["thread_pools"] = harness.blas_info()  # every pool loaded by now: OpenBLAS, OpenMP runtimes, MKL
     results["machine_after"] = {"load_average": os.getloadavg()}
     write(results, out_dir, STEM + ("_quick" if quick else ""))
@@ -145,6 +146,42 @@ def summary_line(rec: dict[str, Any]) -> str:
 
 
 # ----- reports ------------------------------------------------------------------------------------------
+def acceptance(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each criterion of :data:`benchmarks.suite.CRITERIA` against this run: per row the measured value
+    (median paired ratio, or % of copy bandwidth) and whether it holds; ``holds`` is None when some row was
+    not measured (not selected, a peer missing, or a failure)."""
+    by_name = {r["workload"]: r for r in results["rows"]}
+    out = []
+    for c in CRITERIA:
+        values: dict[str, float | None] = {}
+        for name in c.rows:
+            r = by_name.get(name, {})
+            if c.peer == "copy":
+                values[name] = r.get("pct_of_copy_bw", {}).get("polyfuse")
+            else:
+                q = r.get("ratios", {}).get(c.peer)
+                values[name] = None if q is None else q["median"]
+        ok = {n: None if v is None else (v >= c.bound if c.peer == "copy" else (v < c.bound if c.strict else v <= c.bound))
+              for n, v in values.items()}
+        holds = None if any(v is None for v in ok.values()) else all(ok.values())
+        if holds is None and any(v is False for v in ok.values()):
+            holds = False
+        out.append({"criterion": c.text, "peer": c.peer, "bound": c.bound, "values": values, "ok": ok, "holds": holds})
+    return out
+
+
+def _acceptance_lines(results: dict[str, Any]) -> list[str]:
+    lines = ["", "Acceptance criteria of issue 15 measured by this run (median paired ratio, or % of copy bandwidth):", "",
+             "| criterion | rows | holds |", "|---|---|---|"]
+    for a in results["acceptance"]:
+        fmt = "{:.0f} %" if a["peer"] == "copy" else "{:.2f}"
+        cells = ", ".join(f"{n} {'—' if v is None else fmt.format(v)}{'' if a['ok'][n] is None else (' ✓' if a['ok'][n] else ' ✗')}"
+                          for n, v in a["values"].items())
+        verdict = {True: "**yes**", False: "**no**", None: "not measured"}[a["holds"]]
+        lines.append(f"| {a['criterion']} | {cells} | {verdict} |")
+    return lines
+
+
 def _ratio_cell(rec: dict[str, Any], peer: str) -> str:
     q = rec.get("ratios", {}).get(peer)
     if q is None:
@@ -187,6 +224,8 @@ def to_markdown(results: dict[str, Any]) -> str:
         ours = f"{ms['median']:.3f}" if ms else "fails"
         lines.append(f"| {r['workload']} | {r.get('rounds', '')} | {ours} | " + " | ".join(_ratio_cell(r, c) for c in cols)
                      + f" | {_throughput(r)} |")
+    if results.get("acceptance") and not results["quick"]:  # the criteria speak of the full sizes
+        lines += _acceptance_lines(results)
     lines += ["", "Median time per call (ms) and one-off setup (s: polyfuse compile, torch.compile's first call, gcc build); "
               "last column: polyfuse's median single call after an idle pause (rows whose calls all take < 0.25 s; "
               "the peers' cold times and ratios are in the JSON):", "",

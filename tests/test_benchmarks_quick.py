@@ -54,6 +54,21 @@ def test_benchmark_environment_drops_the_openblas_overrides() -> None:
     assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
 
 
+def test_acceptance_criteria_are_judged_per_row() -> None:
+    rows = [{"workload": "matmul_1024", "ratios": {"numpy": {"median": 1.2}}},
+            {"workload": "matmul_2048", "ratios": {"numpy": {"median": 1.3}}},
+            {"workload": "add_exp", "ratios": {"torch.compile": {"median": 0.4}}, "pct_of_copy_bw": {"polyfuse": 75.0}},
+            {"workload": "bias_gelu_residual", "ratios": {"torch.compile": {"median": 1.0}}}]
+    verdicts = {a["criterion"].split(":")[0]: a for a in versus.acceptance({"rows": rows})}
+    gemm = verdicts["gemm f32 1024³ and 2048³"]
+    assert gemm["ok"] == {"matmul_1024": True, "matmul_2048": False} and gemm["holds"] is False
+    chains = verdicts["fused elementwise chains keep their lead over torch.compile"]
+    assert chains["ok"] == {"add_exp": True, "bias_gelu_residual": False} and chains["holds"] is False  # a tie is no lead
+    memory = verdicts["memory-bound rows"]
+    assert memory["ok"]["add_exp"] is True and memory["holds"] is None  # the other rows were not measured
+    assert verdicts["MLP, attention and conv2d 3×3 + relu"]["holds"] is None
+
+
 def test_polybench_c_signature_and_call(tmp_path: Path) -> None:
     source = (ROOT / "tests" / "kernels" / "gemm.c").read_text()
     assert peers.c_signature(source, "kernel_gemm") == [
