@@ -1,20 +1,27 @@
-"""The options shared by the commands that schedule a program: ``--fusion``, ``--tile``, ``--target`` and
-``--size``, as argparse types (a malformed value is bad usage, status 2) and the keyword arguments of
-``pf.schedule`` / ``pf.compile`` they stand for.
+"""The options shared by the commands that schedule a program, as argparse types (a malformed value is bad
+usage, status 2) and the keyword arguments of ``pf.schedule`` / ``pf.compile`` they stand for.
 
-* ``--size N=1024,M=512`` (repeatable; later values win) -> ``{"N": 1024, "M": 512}``
-* ``--tile auto`` -> ``"auto"``, ``--tile none`` -> ``None``, ``--tile 32,32`` -> ``(32, 32)``
+* ``--size N=1024,M=512`` (repeatable; later values win) -> ``params={"N": 1024, "M": 512}``
+* ``--tile auto`` -> ``"auto"``, ``--tile none`` -> ``None``, ``--tile 32,32`` -> ``(32, 32)``;
+  ``--tile S0:32,32 --tile S2:64`` -> ``{"S0": (32, 32), "S2": (64,)}`` (the sizes of the kernel band
+  holding that statement; statements not named get the automatic choice)
+* ``--isl-budget 1000000`` / ``none`` -> ``isl_budget=1000000`` / ``None`` (unbounded)
+* ``--reassociate`` / ``--no-reassociate`` -> ``reassociate=True`` / ``False`` (absent: the default)
+* ``--threads N`` -> ``threads=N`` (C target: OpenMP threads; absent: ``OMP_NUM_THREADS`` or every core)
+* ``--tune K`` (``run`` only: it compiles) -> ``tune=K``
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
 from polyfuse.errors import PolyfuseError
 from polyfuse.ir.program import Program
-from polyfuse.schedule.scheduler import FUSION_POLICIES
+from polyfuse.schedule import schedule as schedule_program
+from polyfuse.schedule.scheduler import DEFAULT_ISL_BUDGET, FUSION_POLICIES
 
 
 def sizes(text: str) -> dict[str, int]:
@@ -28,14 +35,35 @@ def sizes(text: str) -> dict[str, int]:
     return out
 
 
-def tile(text: str) -> str | tuple[int, ...] | None:
-    """An argparse type for ``auto``, ``none`` or positive sizes ``32,32``."""
+def tile(text: str) -> str | tuple[int, ...] | tuple[str, tuple[int, ...]] | None:
+    """An argparse type for ``auto``, ``none``, positive sizes ``32,32``, or ``S0:32,32`` (one statement's)."""
     if text in ("auto", "none"):
         return None if text == "none" else text
-    items = [t.strip() for t in text.split(",")]
-    if not all(t.isdigit() and int(t) > 0 for t in items):
-        raise argparse.ArgumentTypeError(f"expected auto, none or positive tile sizes like 32,32; got {text!r}")
-    return tuple(int(t) for t in items)
+    statement, sep, sizes_text = text.rpartition(":")
+    items = [t.strip() for t in sizes_text.split(",")]
+    if (sep and not statement.strip().isidentifier()) or not all(t.isdigit() and int(t) > 0 for t in items):
+        raise argparse.ArgumentTypeError(
+            f"expected auto, none, positive tile sizes like 32,32, or STATEMENT:SIZES like S0:32,32; got {text!r}"
+        )
+    sizes = tuple(int(t) for t in items)
+    return (statement.strip(), sizes) if sep else sizes
+
+
+def budget(text: str) -> int | None:
+    """An argparse type for ``--isl-budget``: a positive number of isl operations, or ``none`` (unbounded)."""
+    if text.lower() == "none":
+        return None
+    value = text.replace("_", "")
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of isl operations or none; got {text!r}")
+    return int(value)
+
+
+def positive(text: str) -> int:
+    """An argparse type for a positive integer."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
+    return int(text)
 
 
 def add_schedule_options(parser: argparse.ArgumentParser, targets: tuple[str, ...], default_target: str | None) -> None:
@@ -49,12 +77,31 @@ def add_schedule_options(parser: argparse.ArgumentParser, targets: tuple[str, ..
     parser.add_argument(
         "--tile",
         type=tile,
-        default="auto",
-        metavar="auto|none|T1,T2,...",
-        help="tile sizes: chosen by the traffic model (auto, the default), none, or explicit",
+        action="append",
+        default=[],
+        metavar="auto|none|T1,T2,..|S:T1,T2,..",
+        help="tile sizes: chosen by the traffic model (auto, the default), none, explicit, or per statement "
+        "(S0:32,32, repeatable: the band of the kernel holding S0)",
     )
     parser.add_argument(
         "--size", type=sizes, action="append", default=[], metavar="N=..,M=..", help="concrete sizes (repeatable)"
+    )
+    parser.add_argument(
+        "--isl-budget",
+        type=budget,
+        default=DEFAULT_ISL_BUDGET,
+        metavar="OPS|none",
+        help=f"isl operations each scheduler call may take before falling back (default: {DEFAULT_ISL_BUDGET}; none: unbounded)",
+    )
+    parser.add_argument(
+        "--reassociate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="may float reductions be reassociated (FMA, SIMD lanes, per-thread partial sums)? "
+        "(default: yes; --no-reassociate keeps the source order of every operation)",
+    )
+    parser.add_argument(
+        "--threads", type=positive, metavar="N", help="C target: OpenMP threads (default: OMP_NUM_THREADS, else every core)"
     )
 
 
@@ -80,9 +127,42 @@ def all_sizes(args: argparse.Namespace, program: Program) -> dict[str, int]:
     return values
 
 
+def tile_option(values: list[Any]) -> Any:
+    """The ``tile=`` of the ``--tile`` values: the last plain one, or a dict of the per-statement ones."""
+    if not values:
+        return "auto"
+    per_statement = [v for v in values if isinstance(v, tuple) and v and isinstance(v[0], str)]
+    plain = [v for v in values if not (isinstance(v, tuple) and v and isinstance(v[0], str))]
+    if per_statement and plain:
+        raise PolyfuseError("--tile: give either one setting for every kernel (auto, none, 32,32) or per-statement sizes (S0:32,32), not both")
+    if plain:
+        return plain[-1]
+    return {name: sizes for name, sizes in per_statement}
+
+
 def schedule_options(args: argparse.Namespace, params: Mapping[str, int]) -> dict[str, Any]:
-    """The keyword arguments of ``pf.schedule`` (and ``pf.compile``) the options stand for."""
-    return {"fusion": args.fusion, "tile": args.tile, "params": dict(params) or None}
+    """The keyword arguments of ``pf.schedule`` (and ``pf.compile``) the options stand for; options left
+    at their defaults are left out, so each function applies its own default."""
+    out: dict[str, Any] = {"fusion": args.fusion, "tile": tile_option(args.tile), "params": dict(params) or None}
+    if args.isl_budget != DEFAULT_ISL_BUDGET:
+        out["isl_budget"] = args.isl_budget
+    if args.reassociate is not None:
+        out["reassociate"] = args.reassociate
+    if getattr(args, "threads", None) is not None:
+        out["threads"] = args.threads
+    accepted = inspect.signature(schedule_program).parameters
+    for option, flag in (("reassociate", "--[no-]reassociate"), ("threads", "--threads")):
+        if option in out and option not in accepted:
+            raise PolyfuseError(f"{flag}: this polyfuse's pf.schedule has no {option}= option")
+    return out
+
+
+def compile_options(args: argparse.Namespace, params: Mapping[str, int]) -> dict[str, Any]:
+    """The keyword arguments of ``pf.compile``: :func:`schedule_options` and ``tune``."""
+    out = schedule_options(args, params)
+    if getattr(args, "tune", None):
+        out["tune"] = args.tune
+    return out
 
 
 def _names(program: Program) -> str:

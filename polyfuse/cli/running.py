@@ -22,7 +22,7 @@ import numpy as np
 
 from polyfuse.cli.commands import add_target_argument, command
 from polyfuse.cli.loading import load
-from polyfuse.cli.options import add_schedule_options, all_sizes, schedule_options
+from polyfuse.cli.options import add_schedule_options, all_sizes, compile_options, positive
 from polyfuse.compile import compile as compile_program
 from polyfuse.errors import PolyfuseError
 from polyfuse.ir.program import Program
@@ -44,14 +44,9 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     add_target_argument(parser)
     add_schedule_options(parser, RUN_TARGETS, default_target="auto")
     parser.add_argument("--check", action="store_true", help="compare every output with pf.reference")
-    parser.add_argument("--repeat", type=_positive, default=3, metavar="K", help="timed runs (default: 3); the median is printed")
+    parser.add_argument("--repeat", type=positive, default=3, metavar="K", help="timed runs (default: 3); the median is printed")
+    parser.add_argument("--tune", type=positive, metavar="K", help="autotune: build and time the traffic model's K best tile choices")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
-    return int(text)
 
 
 @command("run", "compile and run a program on random inputs: --check against pf.reference, median time", configure=_run_arguments)
@@ -60,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     sizes = all_sizes(args, program)
     inputs = random_arguments(program, sizes, np.random.default_rng(args.seed))
     started = time.perf_counter()
-    exe = compile_program(program, args.backend, **schedule_options(args, sizes))
+    exe = compile_program(program, args.backend, **compile_options(args, sizes))
     compiled = exe.specialise(sizes)
     at = ", ".join(f"{k}={v}" for k, v in sizes.items()) or "no sizes"
     print(

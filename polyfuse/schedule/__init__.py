@@ -148,7 +148,7 @@ def _check_tile_depth(prog: Program, tile) -> None:
 
 
 def _explicit_over_budget(e: BudgetExhausted) -> PolyfuseError:
-    return PolyfuseError(f"checking and mapping the explicit schedule: {e}; raise isl_budget= (None: unbounded)")
+    return PolyfuseError(f"checking and mapping the explicit schedule: {e}; raise isl_budget= (--isl-budget; None/none: unbounded)")
 
 
 def _sequential(prog: Program, target: str, label: str, params, tile) -> Schedule:

@@ -119,7 +119,7 @@ class IslBudget:
                 return sc.compute_schedule()
         except isl.Error as e:
             if QUOTA_MESSAGE in str(e):
-                raise BudgetExhausted(f"it ran out of its budget of {self.operations} operations") from None
+                raise BudgetExhausted(f"it ran out of its budget (isl_budget={self.operations} operations)") from None
             raise SchedulerFailed(f"it failed ({str(e).split(' in /')[0].split('failed: ')[-1]})") from None
         finally:
             ctx.set_max_operations(saved)
@@ -149,7 +149,9 @@ class IslBudget:
             raise
         except Exception as e:
             if self.stage_operations and over_quota(e):
-                raise BudgetExhausted(f"{what} ran out of its budget of {self.stage_operations} isl operations") from None
+                raise BudgetExhausted(
+                    f"{what} ran out of its budget ({self.stage_operations} isl operations: {STAGE_FACTOR} x isl_budget={self.operations})"
+                ) from None
             raise
         finally:
             ctx.set_max_operations(saved)
@@ -163,7 +165,7 @@ class IslBudget:
         head = str(why) if stage else f"isl's scheduler gave no schedule under fusion={fusion!r}: {why}"
         note = f"{head}; fell back to {what}"
         if isinstance(why, BudgetExhausted):
-            note += " (raise isl_budget= to allow more)"
+            note += " (raise isl_budget=, or --isl-budget on the command line, to allow more; None/none: unbounded)"
         if note not in self.notes:
             self.notes.append(note)
             warnings.warn(note, PolyfuseWarning, stacklevel=user_stacklevel())  # at the user's call

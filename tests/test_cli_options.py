@@ -1,0 +1,102 @@
+"""The command line's parity with the Python API (issue 13): ``--isl-budget``, ``--tune``, ``--threads``,
+``--reassociate``, per-statement ``--tile S0:32,32``, ``--version`` and ``--quiet``."""
+
+import argparse
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import polyfuse as pf
+from polyfuse.cli.main import main, version
+from polyfuse.cli.options import add_schedule_options, compile_options, schedule_options, tile, tile_option
+from polyfuse.errors import PolyfuseError
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "examples" / "kernels.py"
+
+
+def run_cli(capsys, *argv):
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def parse(*argv):
+    parser = argparse.ArgumentParser()
+    add_schedule_options(parser, ("c", "cuda"), default_target="c")
+    parser.add_argument("--tune", type=int)
+    return parser.parse_args(list(argv))
+
+
+SCHEDULE_TAKES = set(inspect.signature(pf.schedule).parameters)
+needs_reassociate = pytest.mark.skipif("reassociate" not in SCHEDULE_TAKES, reason="pf.schedule has no reassociate= yet")
+needs_threads = pytest.mark.skipif("threads" not in SCHEDULE_TAKES, reason="pf.schedule has no threads= yet")
+
+
+@needs_reassociate
+@needs_threads
+def test_option_values_become_keyword_arguments():
+    args = parse("--tile", "S0:32,32", "--tile", "S1:64", "--isl-budget", "none", "--no-reassociate", "--threads", "2")
+    assert schedule_options(args, {"N": 8}) == {
+        "fusion": "smart", "tile": {"S0": (32, 32), "S1": (64,)}, "params": {"N": 8},
+        "isl_budget": None, "reassociate": False, "threads": 2,
+    }
+
+
+def test_plain_option_values():
+    assert schedule_options(parse(), {}) == {"fusion": "smart", "tile": "auto", "params": None}
+    assert schedule_options(parse("--tile", "8,8", "--isl-budget", "1_000"), {})["isl_budget"] == 1000
+    assert compile_options(parse("--tune", "3"), {})["tune"] == 3
+    with pytest.raises(PolyfuseError, match="either one setting for every kernel"):
+        tile_option([(32, 32), ("S0", (8,))])
+
+
+@pytest.mark.parametrize("bad", ["S0:", "0,4", "S 0:4", ":4", "x"])
+def test_malformed_tiles_are_usage_errors(bad):
+    with pytest.raises(argparse.ArgumentTypeError):
+        tile(bad)
+
+
+@pytest.mark.parametrize("argv", [("--isl-budget", "0"), ("--isl-budget", "lots"), ("--threads", "0")])
+def test_malformed_options_exit_2(capsys, argv):
+    assert run_cli(capsys, "schedule", f"{KERNELS}::gemm", *argv)[0] == 2
+
+
+def test_per_statement_tiles_reach_the_schedule(capsys):
+    status, out, _ = run_cli(capsys, "schedule", f"{KERNELS}::add_exp", "--fusion", "none", "--tile", "S0:4,8", "--tile", "S1:2,16",
+                             "--size", "N=32,M=32")
+    assert status == 0
+    assert "kernel0: S0  (parallel depth 1; tiles 4x8" in out and "kernel1: S1  (parallel depth 1; tiles 2x16" in out, out
+
+
+def test_isl_budget_falls_back_with_a_warning_naming_the_option(capsys):
+    status, out, err = run_cli(capsys, "schedule", f"{KERNELS}::gemm", "--isl-budget", "1", "--size", "N=16,K=16,M=16")
+    assert status == 0
+    assert err.startswith("polyfuse: warning: ") and "--isl-budget" in err
+    quiet = run_cli(capsys, "-q", "schedule", f"{KERNELS}::gemm", "--isl-budget", "1", "--size", "N=16,K=16,M=16")
+    assert quiet[0] == 0 and quiet[2] == ""
+
+
+@needs_reassociate
+def test_reassociate_reaches_the_code(capsys):
+    sizes = ("--size", "N=64,K=64,M=64")
+    kept = run_cli(capsys, "codegen", f"{KERNELS}::gemm", "--target", "c", "--no-reassociate", *sizes)
+    free = run_cli(capsys, "codegen", f"{KERNELS}::gemm", "--target", "c", *sizes)
+    assert kept[0] == free[0] == 0
+    assert kept[1] != free[1]
+
+
+def test_run_with_tune_and_check(capsys):
+    status, out, err = run_cli(capsys, "run", f"{KERNELS}::add_exp", "--target", "c", "--tune", "2", "--size", "N=64,M=64", "--check", "--repeat", "1")
+    assert status == 0, err
+    assert "check: PASS" in out
+
+
+def test_version():
+    out = subprocess.run([sys.executable, "-m", "polyfuse", "--version"], capture_output=True, text=True, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0 and out.stdout.strip() == f"polyfuse {version()}" and version() != "unknown"
