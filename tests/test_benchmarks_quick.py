@@ -114,6 +114,15 @@ def test_command_line_runs_the_quick_suite(tmp_path: Path) -> None:
         main(["run", "--quick", "--keep-env", "--only", "no_such_row", "--out", str(tmp_path)])
 
 
+def test_a_missing_peer_is_skipped_and_said_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(peers, "available", lambda peer: peer not in ("torch", "torch.compile"))
+    results = versus.run(quick=True, out=tmp_path, only=["add_exp"], peer_names=("numpy", "torch", "torch.compile"))
+    row = results["rows"][0]
+    assert row["skipped"] == {"torch": "not installed", "torch.compile": "not installed"} and set(row["ratios"]) == {"numpy"}
+    table = (tmp_path / "bench_quick.md").read_text()
+    assert "| n/i | n/i |" in table and "Not installed, skipped: torch, torch.compile" in table
+
+
 @pytest.mark.slow
 def test_whole_quick_suite() -> None:
     """Every row at quick sizes with every installed peer (make bench-quick, as a test)."""
