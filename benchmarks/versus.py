@@ -119,12 +119,15 @@ def run(quick: bool = False, out: Path | str | None = None, only: Sequence[str] 
             budget = max(0.0, min(budget, 0.5 * (s.total_s - (time.time() - started)) / (len(selected) - k)))
         rec = bench_row(case, s, names, cache, budget)
         rec["wall_s"] = time.perf_counter() - t0
-        if case.memory_bound and "GBps" in rec:
-            copy = results["copy"]["GBps"]["median"]
-            rec["pct_of_copy_bw"] = {n: 100 * g / copy for n, g in rec["GBps"].items()}
         rows.append(rec)
         _log(summary_line(rec))
     results["rows"] = rows
+    # the copy again at the end: the machine's load moves it; the better of the two is the yardstick
+    results["copy_end"] = harness.copy_bandwidth(s.copy_bytes, s.threads, cache, budget_s=1.0 if quick else 4.0)
+    copy = results["copy_GBps"] = max(results["copy"]["GBps"]["median"], results["copy_end"]["GBps"]["median"])
+    for rec, case in zip(rows, selected):
+        if case.memory_bound and "GBps" in rec:
+            rec["pct_of_copy_bw"] = {n: 100 * g / copy for n, g in rec["GBps"].items()}
     results["wall_s"] = time.time() - started
     results["acceptance"] = acceptance(results)
     results["thread_pools"] = harness.blas_info()  # every pool loaded by now: OpenBLAS, OpenMP runtimes, MKL
@@ -210,8 +213,9 @@ def to_markdown(results: dict[str, Any]) -> str:
         f"{m['cpu']}, {m['cpu_count']} CPUs; {s['threads']} threads everywhere; {m['gcc']}; numpy {m['numpy']}; thread pools (threadpoolctl, at the end): {blas}. "
         f"Started {results['started_utc']} UTC, {results['wall_s'] / 60:.1f} min; 1-minute load average "
         f"{m['load_average'][0]:.2f} before, {results['machine_after']['load_average'][0]:.2f} after.", "",
-        f"Copy bandwidth ({copy['threads']} threads, {copy['bytes'] >> 20} MiB memcpy, read + write): "
-        f"**{copy['GBps']['median']:.1f} GB/s** ({copy['GBps']['min']:.1f}–{copy['GBps']['max']:.1f}).", "",
+        f"Copy bandwidth ({copy['threads']} threads, {copy['bytes'] >> 20} MiB memcpy, bytes read + written per second): "
+        f"**{results['copy_GBps']:.1f} GB/s**, the better of the medians at the start ({copy['GBps']['median']:.1f}, "
+        f"range {copy['GBps']['min']:.1f}–{copy['GBps']['max']:.1f}) and at the end ({results['copy_end']['GBps']['median']:.1f}).", "",
         "Cells: polyfuse time / peer time, the median of the paired per-round ratios, with the interquartile range; "
         "below 1 polyfuse is faster. Implementations alternate within each round in a rotating order. "
         "Last column: polyfuse's GFLOP/s (compute-bound rows) or effective bandwidth (compulsory bytes per second; "
