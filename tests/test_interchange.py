@@ -28,7 +28,8 @@ def _innermost_coefficients(sched: pf.Schedule, stmt: str) -> list[int]:
 
 
 def test_gemm_tiles_run_j_innermost():
-    sched = pf.schedule(K.gemm, target="c", params={"N": 256, "M": 256, "K": 256})
+    # explicit tile sizes: no register micro-tile (``test_microtile.py``), so the interchange pass decides
+    sched = pf.schedule(K.gemm, target="c", params={"N": 256, "M": 256, "K": 256}, tile=(32, 32, 32))
     assert sched.kernels[0].tile_sizes  # tiled
     # S1: C[i, j] += alpha * A[i, k] * B[k, j]: j innermost (C and B contiguous), not the reduction k
     assert _innermost_coefficients(sched, "S1") == [0, 1, 0]

@@ -44,10 +44,12 @@ from polyfuse.codegen.ast import (
     statement_call,
     with_mark_depths,
 )
+from polyfuse.codegen.c_micro import VECTOR_HELPERS, microtile_lines
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
 from polyfuse.ir.program import Array, Program
+from polyfuse.schedule.microtile import MICROTILE_MARK
 from polyfuse.schedule.model import KERNEL_MARK, PARALLEL_MARK, Kernel, Schedule
 from polyfuse.types import DType, SizeExpr
 
@@ -148,6 +150,7 @@ class _CPrinter:
         self.usage = _Usage()
         self._loop_counter = 0
         self.math_parts: set[str] = set()
+        self.uses_vectors = False  # set by the micro-kernel printer (``c_micro.py``)
         self._scan(self.ast, None, None)
         self.function_scalars = self._function_scope_scalars()
 
@@ -164,7 +167,7 @@ class _CPrinter:
             "#include <math.h>",
             "#include <stdint.h>",
             "",
-            C_HELPERS + VALUE_HELPERS + c_math.math_source(self.math_parts),
+            C_HELPERS + VALUE_HELPERS + (VECTOR_HELPERS if self.uses_vectors else "") + c_math.math_source(self.math_parts),
             f"void {entry}(\n{params})",
             "{",
             *body,
@@ -287,6 +290,10 @@ class _CPrinter:
             label = f"kernel {kernel.name}: {', '.join(kernel.statements)}" if isinstance(kernel, Kernel) else "kernel"
             pad = INDENT * depth
             return [f"{pad}/* {label} */", f"{pad}{{", *self._node(node.mark_get_node(), depth + 1, None), f"{pad}}}"]
+        if name == MICROTILE_MARK:
+            lines = microtile_lines(self, node, depth)
+            if lines is not None:
+                return lines
         return self._node(node.mark_get_node(), depth, self._parallel_below(node, parallel))
 
     def _for(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str]:

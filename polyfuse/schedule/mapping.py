@@ -21,6 +21,7 @@ Inside a kernel (:func:`map_kernel`), with the marks of ``model.py``:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ import islpy as isl
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T, member_map, prefix_through
 from polyfuse.schedule.interchange import stride_one_innermost
+from polyfuse.schedule.microtile import find_contraction, micro_tile
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
 from polyfuse.schedule.tiling import sizes_for, tile_band
 
@@ -78,8 +80,11 @@ def statements_of(node: isl.ScheduleNode) -> tuple[str, ...]:
 class Mapper:
     """Builds the kernels of one tree for one target (the ``make_kernel`` callback of :func:`split`)."""
 
-    def __init__(self, prog: Program, target: str, tile, params: Mapping[str, int] | None, choose=None) -> None:
+    def __init__(self, prog: Program, target: str, tile, params: Mapping[str, int] | None, choose=None,
+                 microtiles: bool = False, cache_bytes: int | None = None) -> None:
         self.prog = prog
+        self.microtiles = microtiles  # C: register micro-tiles for contraction bands (``microtile.py``)
+        self.cache_bytes = cache_bytes
         self.target = target
         self.tile = tile
         self.params = params
@@ -93,16 +98,20 @@ class Mapper:
         flat = flat_depth(node)
         if node.get_type() == T.band and node.band_member_get_coincident(0):
             n_par = _leading_parallel(node)
-            sizes = sizes_for(self.tile, self.target, stmts, node.band_n_member(), n_par)
-            if self.choose is not None and _auto(self.tile, stmts):
-                sizes = self.choose(node, n_par, sizes)
-            if not node.band_get_permutable():
-                sizes = sizes[: max(n_par, 1) if self.target == "cuda" else 1]  # strip-mining parallel members is always legal
-            if self.target == "cuda":
-                return self._cuda(node, name, stmts, domain, flat, sizes)
-            node = tile_band(node, sizes)
-            if len(sizes) == node.band_n_member() and node.n_children() == 1 and node.child(0).get_type() == T.band:
-                node = stride_one_innermost(self.prog, node.child(0)).parent()
+            micro = self._micro(node, stmts) if self.target == "c" else None
+            if micro is not None:
+                node, sizes = micro
+            else:
+                sizes = sizes_for(self.tile, self.target, stmts, node.band_n_member(), n_par)
+                if self.choose is not None and _auto(self.tile, stmts):
+                    sizes = self.choose(node, n_par, sizes)
+                if not node.band_get_permutable():
+                    sizes = sizes[: max(n_par, 1) if self.target == "cuda" else 1]  # strip-mining parallel members is always legal
+                if self.target == "cuda":
+                    return self._cuda(node, name, stmts, domain, flat, sizes)
+                node = tile_band(node, sizes)
+                if len(sizes) == node.band_n_member() and node.n_children() == 1 and node.child(0).get_type() == T.band:
+                    node = stride_one_innermost(self.prog, node.child(0)).parent()
             outer, thread = prefix_through(node, 0), prefix_through(node, 1)
             kernel = Kernel(name, stmts, parallel_depth=1, tile_sizes=tuple(sizes))
             self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat + 1))
@@ -116,6 +125,20 @@ class Mapper:
         kernel = Kernel(name, stmts, grid=launch[0], block=launch[1], tile_sizes=tuple(sizes))
         self.kernels.append(KernelInfo(kernel, domain, None, None, flat))
         return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
+
+    def _micro(self, node: isl.ScheduleNode, stmts: tuple[str, ...]) -> tuple[isl.ScheduleNode, tuple[int, ...]] | None:
+        """The band micro-tiled (tile band, cache tile sizes) when it is a lone contraction whose reordered
+        band still starts with a parallel member; else ``None``."""
+        if not self.microtiles or len(stmts) != 1 or not node.band_get_permutable() or not _auto(self.tile, stmts):
+            return None
+        found = find_contraction(self.prog, node)
+        if found is None:
+            return None
+        coincident = [m for m in found.others if node.band_member_get_coincident(m)]
+        found = dataclasses.replace(found, others=(*coincident, *(m for m in found.others if m not in coincident)))
+        if not node.band_member_get_coincident(found.order[0]):
+            return None
+        return micro_tile(self.prog, node, found, self.cache_bytes, self._extent(node, found.rows) or None)
 
     def _cuda(self, node, name, stmts, domain, flat, sizes) -> isl.ScheduleNode:
         n = len(sizes)

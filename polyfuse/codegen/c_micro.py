@@ -1,0 +1,308 @@
+"""The C register micro-kernel printed for a ``microtile`` mark (``schedule/microtile.py``).
+
+Below the mark isl prints the point loops of a contraction's band, the last three being the rows ``i``,
+the lane ``j`` and the reduction ``k``. Where those loops are rectangular (the bounds of ``j`` and ``k``
+do not depend on ``i`` or ``j``) and unit-stride, they are printed as::
+
+    for (i = lo; i <= hi; i += MR)
+        full MR rows:  for j in steps of NR lanes: MR x NR accumulators in vector registers over all of k
+                       remaining lanes one at a time (scalar accumulators)
+        last rows:     the same, one row at a time
+
+Each accumulator is loaded from the updated array before the ``k`` loop and stored after it, so every
+element still sums its terms in the source order of ``k``; the only difference from the reference is the
+fused multiply-add that ``reassociate=True`` allows. Reads invariant along the lane are broadcast once
+per row, reads contiguous along it loaded once per vector. Anything else below the mark (guards,
+other shapes) is printed by the generic printer: :func:`microtile_lines` returns ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import islpy as isl
+
+from polyfuse.codegen.ast import statement_call
+from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
+from polyfuse.schedule.microtile import MR, NR_VECTORS, Coefficients, MicroTile, access_coefficients
+
+INDENT = "    "
+Op = isl.ast_expr_op_type
+
+VECTOR_HELPERS = """
+#if defined(__AVX512F__)
+#define PF_VBYTES 64
+#elif defined(__AVX__)
+#define PF_VBYTES 32
+#else
+#define PF_VBYTES 16
+#endif
+#if defined(__FMA__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+typedef float pf_vf32 __attribute__((vector_size(PF_VBYTES)));
+typedef double pf_vf64 __attribute__((vector_size(PF_VBYTES)));
+#define PF_VL_f32 (PF_VBYTES / 4)
+#define PF_VL_f64 (PF_VBYTES / 8)
+static inline pf_vf32 pf_vload_f32(const float *p) { pf_vf32 v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void pf_vstore_f32(float *p, pf_vf32 v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline pf_vf32 pf_vset_f32(float x) { pf_vf32 zero = {0}; return x - zero; }  /* x - 0 is x: a broadcast */
+static inline pf_vf64 pf_vload_f64(const double *p) { pf_vf64 v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void pf_vstore_f64(double *p, pf_vf64 v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline pf_vf64 pf_vset_f64(double x) { pf_vf64 zero = {0}; return x - zero; }
+#if defined(__AVX512F__)
+#define PF_VFMA_f32(a, b, c) ((pf_vf32)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#define PF_VFMA_f64(a, b, c) ((pf_vf64)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
+#elif defined(__FMA__)
+#define PF_VFMA_f32(a, b, c) ((pf_vf32)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#define PF_VFMA_f64(a, b, c) ((pf_vf64)_mm256_fmadd_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))
+#else
+#define PF_VFMA_f32(a, b, c) ((a) * (b) + (c))
+#define PF_VFMA_f64(a, b, c) ((a) * (b) + (c))
+#endif
+#if defined(__FMA__) || defined(__AVX512F__)
+#define PF_SFMA_f32(a, b, c) __builtin_fmaf(a, b, c)
+#define PF_SFMA_f64(a, b, c) __builtin_fma(a, b, c)
+#else
+#define PF_SFMA_f32(a, b, c) ((a) * (b) + (c))
+#define PF_SFMA_f64(a, b, c) ((a) * (b) + (c))
+#endif
+"""
+"""Vector types of the machine's widest SIMD registers (GCC/Clang vector extensions), unaligned loads and
+stores, broadcasts, and fused multiply-add where the ISA has it."""
+
+
+class _Loop:
+    """One ``for`` of the AST below the mark: iterator, first value, last value (inclusive), as C text."""
+
+    def __init__(self, node: isl.AstNode, index: Callable[[isl.AstExpr], str]) -> None:
+        self.node = node
+        self.name = node.for_get_iterator().get_id().get_name()
+        self.degenerate = node.for_is_degenerate()
+        self.init = index(node.for_get_init())
+        self.ids = _ids(node.for_get_init())
+        self.last: str | None = None
+        self.unit = True
+        if not self.degenerate:
+            cond, inc = node.for_get_cond(), node.for_get_inc()
+            self.unit = inc.get_type() == isl.ast_expr_type.int and inc.get_val().to_python() == 1
+            if cond.get_type() == isl.ast_expr_type.op and cond.get_op_type() in (Op.le, Op.lt):
+                lhs, rhs = cond.get_op_arg(0), cond.get_op_arg(1)
+                if lhs.get_type() == isl.ast_expr_type.id and lhs.get_id().get_name() == self.name:
+                    bound = index(rhs)
+                    self.last = bound if cond.get_op_type() == Op.le else f"({bound} - 1)"
+                    self.ids |= _ids(rhs)
+
+
+def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
+    """The micro-kernel for the AST below ``mark`` (see the module docstring), or ``None`` when the loops
+    there do not have the shape it needs. ``printer`` is the C printer (its ``_index``, ``dialect`` and
+    ``sched``)."""
+    info = mark.mark_get_id().user
+    if not isinstance(info, MicroTile):
+        return None
+    loops: list[_Loop] = []
+    node = mark.mark_get_node()
+    while node.get_type() == isl.ast_node_type.for_:
+        loops.append(_Loop(node, printer._index))
+        node = node.for_get_body()
+    if node.get_type() != isl.ast_node_type.user or len(loops) < 3:
+        return None
+    call = statement_call(node)
+    stmt = call.statement
+    if stmt.name != info.statement:
+        return None
+    loop_of: dict[str, str] = {}  # statement iterator -> AST loop iterator
+    names = [lp.name for lp in loops]
+    for it, arg in zip(stmt.iterators, call.arguments):
+        if arg.get_type() != isl.ast_expr_type.id or arg.get_id().get_name() not in names:
+            return None
+        loop_of[it] = arg.get_id().get_name()
+    rows, lane, red = loops[-3:]
+    if [rows.name, lane.name, red.name] != [loop_of[info.rows], loop_of[info.lane], loop_of[info.reduction]]:
+        return None
+    if any(lp.degenerate or lp.last is None or not lp.unit for lp in (rows, lane, red)):
+        return None
+    if rows.name in lane.ids | red.ids or lane.name in red.ids:
+        return None
+    coeffs = [access_coefficients(a.relation) for a in stmt.accesses]
+    if any(c is None for c in coeffs):
+        return None
+    kernel = _Kernel(printer, stmt, coeffs, loop_of, info, rows, lane, red, printer.sched.reassociate)
+    lines: list[str] = []
+    pad = depth
+    for lp in loops[:-3]:  # batch and outer reduction loops: as isl printed them
+        if lp.degenerate:
+            lines += [INDENT * pad + "{", INDENT * (pad + 1) + f"const int64_t {lp.name} = {lp.init};"]
+        elif lp.last is None or not lp.unit:
+            return None
+        else:
+            lines.append(INDENT * pad + f"for (int64_t {lp.name} = {lp.init}; {lp.name} <= {lp.last}; {lp.name} += 1) {{")
+        pad += 1
+    lines += kernel.lines(pad)
+    for _ in loops[:-3]:
+        pad -= 1
+        lines.append(INDENT * pad + "}")
+    printer.uses_vectors = True
+    return lines
+
+
+class _Kernel:
+    """Prints the register tile of one contraction statement."""
+
+    def __init__(self, printer, stmt, coeffs: Sequence[Coefficients], loop_of, info: MicroTile,
+                 rows: _Loop, lane: _Loop, red: _Loop, fma: bool) -> None:
+        self.p = printer
+        self.stmt = stmt
+        self.coeffs = coeffs
+        self.loop_of = loop_of
+        self.info = info
+        self.rows, self.lane, self.red = rows, lane, red
+        self.fma = fma
+        self.t = printer.program.arrays[stmt.write.array].dtype
+        self.ctype = self.t.c_name
+        self.vtype = f"pf_v{self.t.name}"
+        self.vl = f"PF_VL_{self.t.name}"
+
+    def lines(self, d: int) -> list[str]:
+        """Lanes outermost (a ``k x NR`` panel of the lane operand stays in L1 while the row groups pass),
+        then row groups of ``MR``, then the remainders: one row at a time, one lane at a time."""
+        i, j = self.rows.name, f"{self.lane.name}_"
+        width = f"{NR_VECTORS} * {self.vl}"
+        out = [_pad(d, f"int64_t {j} = {self.lane.init};"),
+               _pad(d, f"for (; {j} + {width} - 1 <= {self.lane.last}; {j} += {width}) {{"),
+               *self._rows(d + 1, i, j, NR_VECTORS),
+               _pad(d, "}"),
+               _pad(d, f"for (; {j} <= {self.lane.last}; {j} += 1) {{"),
+               *self._rows(d + 1, i, j, 0),
+               _pad(d, "}")]
+        return [_pad(d - 1, "{"), *out, _pad(d - 1, "}")]
+
+    def _rows(self, d: int, i: str, j: str, n_vec: int) -> list[str]:
+        return [
+            _pad(d, f"int64_t {i} = {self.rows.init};"),
+            _pad(d, f"for (; {i} + {MR - 1} <= {self.rows.last}; {i} += {MR}) {{"),
+            *self._tile(d + 1, MR, n_vec, i, j),
+            _pad(d, "}"),
+            _pad(d, f"for (; {i} <= {self.rows.last}; {i} += 1) {{"),
+            *self._tile(d + 1, 1, n_vec, i, j),
+            _pad(d, "}"),
+        ]
+
+    # ----- one register tile: n_rows x n_vec vectors (n_vec == 0: one scalar lane) ------------------
+    def _tile(self, d: int, n_rows: int, n_vec: int, row: str, j: str) -> list[str]:
+        vec = n_vec > 0
+        lanes = range(n_vec) if vec else range(1)
+        k = self.red.name
+        t = self.vtype if vec else self.ctype
+        target = self.coeffs[self.stmt.target]
+
+        def at(r: int, v: int) -> dict[str, str]:
+            env = {it: name for it, name in self.loop_of.items()}
+            env[self.info.rows] = f"({row} + {r})" if r else row
+            env[self.info.lane] = f"({j} + {v} * {self.vl})" if vec and v else j
+            return env
+
+        def address(acc: int, r: int, v: int) -> str:
+            return "&" + self._access(acc, at(r, v))
+
+        acc_name = lambda r, v: f"acc_{r}_{v}"  # noqa: E731
+        lines = []
+        for r in range(n_rows):
+            for v in lanes:
+                load = f"pf_vload_{self.t.name}({address(self.stmt.target, r, v)})" if vec else self._access(self.stmt.target, at(r, v))
+                lines.append(_pad(d, f"{t} {acc_name(r, v)} = {load};"))
+        lines.append(_pad(d, f"for (int64_t {k} = {self.red.init}; {k} <= {self.red.last}; {k} += 1) {{"))
+        # operands: those not depending on the row first (loaded once per k), then row by row the row's
+        # own operands followed by its updates, so that few operands are live at once (no spills)
+        shared: dict[tuple[int, int, int], str] = {}
+        body: list[str] = []
+        reads = [n for n in range(len(self.stmt.accesses)) if n != self.stmt.target]
+        for r_group in [None, *range(n_rows)]:
+            for n in reads:
+                row_dep, lane_dep = self._depends(n)
+                if (r_group is None) == row_dep:
+                    continue
+                r = 0 if r_group is None else r_group
+                for v in (lanes if lane_dep else [0]):
+                    name = f"op{n}_{r}_{v}"
+                    shared[(n, r, v)] = name
+                    if vec and lane_dep:
+                        value = f"pf_vload_{self.t.name}({address(n, r, v)})"
+                    elif vec:
+                        value = f"pf_vset_{self.t.name}({self._access(n, at(r, v))})"
+                    else:
+                        value = self._access(n, at(r, v))
+                    body.append(_pad(d + 1, f"{t} {name} = {value};"))
+            if r_group is not None:
+                for v in lanes:
+                    body.append(_pad(d + 1, f"{acc_name(r_group, v)} = {self._update(acc_name(r_group, v), r_group, v, shared, vec)};"))
+        lines += body
+        lines.append(_pad(d, "}"))
+        for r in range(n_rows):
+            for v in lanes:
+                if vec:
+                    lines.append(_pad(d, f"pf_vstore_{self.t.name}({address(self.stmt.target, r, v)}, {acc_name(r, v)});"))
+                else:
+                    lines.append(_pad(d, f"{self._access(self.stmt.target, at(r, v))} = {acc_name(r, v)};"))
+        del target
+        return [_pad(d - 1, "{"), *lines, _pad(d - 1, "}")]
+
+    def _update(self, acc: str, r: int, v: int, shared, vec: bool) -> str:
+        value = self.stmt.value
+        if self.fma and isinstance(value, Binary) and value.op == "*":
+            kind = "V" if vec else "S"
+            return f"PF_{kind}FMA_{self.t.name}({self._value(value.lhs, r, v, shared, vec)}, {self._value(value.rhs, r, v, shared, vec)}, {acc})"
+        return f"{acc} + {self._value(value, r, v, shared, vec)}"
+
+    def _value(self, e: Expr, r: int, v: int, shared, vec: bool) -> str:
+        if isinstance(e, Read):
+            row_dep, lane_dep = self._depends(e.access)
+            return shared[(e.access, r if row_dep else 0, v if lane_dep else 0)]
+        if isinstance(e, Const):
+            text = repr(float(e.value)) + ("f" if self.t.name == "f32" else "")
+            return f"pf_vset_{self.t.name}({text})" if vec else text
+        if isinstance(e, ScalarArg):
+            return f"pf_vset_{self.t.name}({e.name})" if vec else e.name
+        if isinstance(e, Unary):
+            return f"(-{self._value(e.operand, r, v, shared, vec)})"
+        if isinstance(e, Cast):
+            return self._value(e.operand, r, v, shared, vec)
+        assert isinstance(e, Binary)
+        return f"({self._value(e.lhs, r, v, shared, vec)} {e.op} {self._value(e.rhs, r, v, shared, vec)})"
+
+    def _depends(self, n: int) -> tuple[bool, bool]:
+        """Whether access ``n`` moves with the row, and with the lane."""
+        rows, lane = self._dim(self.info.rows), self._dim(self.info.lane)
+        return any(c[0][rows] for c in self.coeffs[n]), any(c[0][lane] for c in self.coeffs[n])
+
+    def _dim(self, iterator: str) -> int:
+        return self.stmt.iterators.index(iterator)
+
+    def _access(self, n: int, env: dict[str, str]) -> str:
+        acc = self.stmt.accesses[n]
+        names = self.stmt.iterators
+        indices = []
+        for its, params, const in self.coeffs[n]:
+            terms = [(env[names[d]] if c == 1 else f"{c} * {env[names[d]]}") for d, c in enumerate(its) if c]
+            terms += [(p if c == 1 else f"{c} * {p}") for p, c in params.items()]
+            if const or not terms:
+                terms.append(str(const))
+            indices.append(" + ".join(terms).replace("+ -", "- "))
+        return self.p.dialect.access(acc.array, indices)
+
+
+def _ids(expr: isl.AstExpr) -> set[str]:
+    kind = expr.get_type()
+    if kind == isl.ast_expr_type.id:
+        return {expr.get_id().get_name()}
+    if kind == isl.ast_expr_type.op:
+        out: set[str] = set()
+        for k in range(expr.get_op_n_arg()):
+            out |= _ids(expr.get_op_arg(k))
+        return out
+    return set()
+
+
+def _pad(d: int, text: str) -> str:
+    return INDENT * d + text

@@ -1,0 +1,49 @@
+"""What the cost model needs to know about the machine it runs on: the data cache sizes.
+
+Read from ``os.sysconf`` (glibc reports the CPU's caches there), else from Linux's sysfs, else typical
+values of a current x86 core. The C micro-tile pass (``schedule/microtile.py``) sizes its cache tiles
+from them, so a generated kernel fits the machine that compiled it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+FALLBACK = (32 * 1024, 512 * 1024)
+"""L1d and L2 bytes when neither sysconf nor sysfs tells."""
+
+
+@functools.cache
+def cache_sizes() -> tuple[int, int]:
+    """(L1 data cache bytes, L2 cache bytes) of one core."""
+    l1 = _sysconf("SC_LEVEL1_DCACHE_SIZE") or _sysfs(1, "Data") or FALLBACK[0]
+    l2 = _sysconf("SC_LEVEL2_CACHE_SIZE") or _sysfs(2, "Unified") or FALLBACK[1]
+    return l1, l2
+
+
+def _sysconf(name: str) -> int:
+    try:
+        value = os.sysconf(name)
+    except (ValueError, OSError):
+        return 0
+    return value if value and value > 0 else 0
+
+
+def _sysfs(level: int, kind: str) -> int:
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    try:
+        for index in sorted(base.glob("index*")):
+            if (index / "level").read_text().strip() == str(level) and (index / "type").read_text().strip() == kind:
+                return _parse_size((index / "size").read_text().strip())
+    except OSError:
+        return 0
+    return 0
+
+
+def _parse_size(text: str) -> int:
+    units = {"K": 1024, "M": 1024 * 1024, "G": 1024 ** 3}
+    if text and text[-1].upper() in units:
+        return int(text[:-1]) * units[text[-1].upper()]
+    return int(text) if text.isdigit() else 0

@@ -1,0 +1,314 @@
+"""Register micro-tiles for contractions on the C target (gemm, batched matmul, matmul chains, syrk-like nests).
+
+A *contraction* is a band whose statement ``U`` is an update ``X[..] += value`` such that every band
+member is one of ``U``'s loop iterators (no skew), some member ``k`` leaves the written element invariant
+(the reduction), another member ``j`` walks it contiguously (the *lane*, vectorised), and a third member
+``i`` moves it along another dimension (the *rows* of the register tile), with every read of ``value``
+either invariant or contiguous along ``j``. For such a band this pass:
+
+1. distributes the kernel so that ``U`` has a band of its own (:func:`distribute_contractions`): the
+   initialisation of ``X`` (``X = 0`` or a bias) runs before it and elementwise epilogues after it,
+   instead of sitting guarded inside the reduction loop. ``pf.schedule`` re-checks the whole tree for
+   legality and keeps the undistributed tree when the check fails;
+2. orders the band ``(others..., i, j, k)`` and tiles it for the caches (:func:`cache_tile_sizes`, from the
+   machine's L1/L2 sizes in ``cost/machine.py``), with point loops that run over the original iterators
+   (no shift), and puts a ``microtile`` mark on the point band.
+
+The C printer (``codegen/c_micro.py``) turns the ``(i, j, k)`` point loops under the mark into an
+``MR x NR`` register tile: ``MR`` rows times two vectors of lanes of accumulators held in registers
+across the whole ``k`` loop, loaded once and stored once, with scalar code for the remainders. Each
+element still sums its ``k`` terms in source order, so the result equals the reference interpreter's
+up to the fused multiply-add, which the printer uses only when ``reassociate`` is on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polyfuse.cost.machine import cache_sizes
+from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
+from polyfuse.ir.program import Program, Statement
+from polyfuse.schedule.bands import DepView, T, annotate, isl_options, statement_filters
+
+MICROTILE_MARK = "microtile"
+MR = 6
+"""Rows of a register tile: with two vectors of lanes per row, 12 accumulators plus two operand vectors
+and one broadcast fit AVX2's 16 vector registers."""
+NR_VECTORS = 2
+VECTOR_OPS = ("+", "-", "*")
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """Which member of a contraction band plays which part (positions in the band, isl's order)."""
+
+    statement: str
+    rows: int
+    lane: int
+    reduction: int
+    others: tuple[int, ...]
+
+    @property
+    def order(self) -> tuple[int, ...]:
+        """The band's members reordered for the micro-tile: others, rows, lane, reduction."""
+        return (*self.others, self.rows, self.lane, self.reduction)
+
+
+@dataclass(frozen=True)
+class MicroTile:
+    """The payload of a ``microtile`` mark: the update statement, and its loop iterators playing rows, lane
+    and reduction (names of the statement's own iterators)."""
+
+    statement: str
+    rows: str
+    lane: str
+    reduction: str
+
+    def __str__(self) -> str:
+        return f"microtile({self.statement}: rows {self.rows}, lane {self.lane}, reduction {self.reduction})"
+
+
+def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | None = None) -> Contraction | None:
+    """The contraction of the band at ``node`` (see the module docstring), or ``None``.
+
+    ``statement``: the update to look for; by default the band's single update statement."""
+    if node.get_type() != T.band or node.band_n_member() < 3:
+        return None
+    names = _statements(node)
+    updates = [s for s in names if prog.statement(s).op == "+=" and prog.statement(s).is_reduction]
+    if statement is not None:
+        updates = [s for s in updates if s == statement]
+    if len(updates) != 1:
+        return None
+    stmt = prog.statement(updates[0])
+    dims = _member_iterators(node, stmt)
+    if dims is None or sorted(dims) != list(range(stmt.depth)):
+        return None
+    write = access_coefficients(stmt.write.relation)
+    if write is None or not _vectorisable(stmt, stmt.value):
+        return None
+    lanes = [m for m, d in enumerate(dims) if _stride(write, d) == "one"]
+    reductions = [m for m, d in enumerate(dims) if _stride(write, d) == "zero"]
+    if len(lanes) != 1 or not reductions:
+        return None
+    lane = lanes[0]
+    rows = [m for m, d in enumerate(dims) if m != lane and m not in reductions]
+    if not rows:
+        return None
+    if any(_stride(c, dims[lane]) == "other" for c in _read_coefficients(stmt)):
+        return None
+    row, reduction = rows[-1], reductions[-1]
+    others = tuple(m for m in range(len(dims)) if m not in (row, lane, reduction))
+    return Contraction(stmt.name, row, lane, reduction, others)
+
+
+def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView) -> isl.Schedule:
+    """``base`` with each kernel band holding a contraction and other statements distributed into a
+    sequence: statements before the update in source order, the update, statements after it. Unchanged
+    where there is nothing to distribute. The caller re-checks legality."""
+    from polyfuse.schedule.mapping import split, statements_of  # (mapping imports this module)
+
+    order = {s.name: k for k, s in enumerate(prog.statements)}
+    changed = [False]
+
+    def at_kernel(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() != T.band:
+            return node
+        found = find_contraction(prog, node)
+        if found is None:
+            return node
+        stmts = statements_of(node)
+        if len(stmts) == 1:
+            return node
+        u = order[found.statement]
+        groups = [g for g in ([s for s in stmts if order[s] < u], [found.statement], [s for s in stmts if order[s] > u]) if g]
+        changed[0] = True
+        return node.insert_sequence(statement_filters(prog, groups))
+
+    tree = split(base.get_root(), at_kernel).get_schedule()
+    if not changed[0]:
+        return base
+    return annotate(tree.get_root(), view).get_schedule()
+
+
+def count_microtiles(sched) -> int:
+    """How many ``microtile`` marks the schedule tree of ``sched`` (a ``Schedule``) holds."""
+    found = [0]
+
+    def visit(node: isl.ScheduleNode) -> bool:
+        if node.get_type() == T.mark and node.mark_get_id().get_name() == MICROTILE_MARK:
+            found[0] += 1
+        return True
+
+    sched.tree.get_root().foreach_descendant_top_down(visit)
+    return found[0]
+
+
+def cache_tile_sizes(found: Contraction, n_members: int, itemsize: int, cache_bytes: int | None = None,
+                     rows_extent: int | None = None) -> tuple[int, ...]:
+    """Cache tiles for the band reordered as :attr:`Contraction.order`.
+
+    The ``Kc x Nc`` panel of the lane operand that the row groups sweep stays within ``cache_bytes``
+    (default: half of this machine's L2, ``cost/machine.py``): ``Kc`` is 256 elements of ``k`` (128 for
+    doubles) and ``Nc`` the widest multiple of 16 lanes that fits. ``Mc`` rows share that panel: 96 rows (a
+    multiple of ``MR``), fewer when the rows extent is known and small, so that the parallel row-tile loop
+    has at least 8 iterations. Other members (batch, further reductions) are tiled by 1."""
+    l2 = cache_sizes()[1]
+    budget = cache_bytes if cache_bytes else l2 // 2
+    kc = 256 if itemsize <= 4 else 128
+    nc = max(16, min(1024, budget // (kc * itemsize)) // 16 * 16)
+    mc = 96
+    if rows_extent:
+        mc = max(MR, min(mc, rows_extent // 8 // MR * MR))
+    return (1,) * (n_members - 3) + (mc, nc, kc)
+
+
+def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_bytes: int | None = None,
+               rows_extent: int | None = None) -> tuple[isl.ScheduleNode, tuple[int, ...]]:
+    """The band at ``node`` reordered for ``found``, tiled for the caches, with a ``microtile`` mark on its
+    point band, and the tile sizes. Returns the tile band (its child is the mark)."""
+    stmt = prog.statement(found.statement)
+    dims = _member_iterators(node, stmt)
+    assert dims is not None
+    node = reorder(node, found.order)
+    sizes = cache_tile_sizes(found, node.band_n_member(), _itemsize(prog.arrays[stmt.write.array].dtype), cache_bytes, rows_extent)
+    ctx = node.get_ctx()
+    vals = isl.ValList.alloc(ctx, len(sizes))
+    for s in sizes:
+        vals = vals.add(isl.Val.int_from_si(ctx, s))
+    with isl_options(tile_scale_tile_loops=0, tile_shift_point_loops=0):
+        node = node.band_tile(isl.MultiVal.from_val_list(node.band_get_space(), vals))
+    names = stmt.iterators
+    mark = MicroTile(stmt.name, names[dims[found.rows]], names[dims[found.lane]], names[dims[found.reduction]])
+    return node.child(0).insert_mark(isl.Id(MICROTILE_MARK, user=mark)).parent(), sizes
+
+
+def reorder(node: isl.ScheduleNode, order: Sequence[int]) -> isl.ScheduleNode:
+    """The band at ``node`` with its members in ``order`` (flags kept); legal for a permutable band."""
+    if list(order) == list(range(node.band_n_member())):
+        return node
+    mupa = node.band_get_partial_schedule()
+    coincident = [node.band_member_get_coincident(k) for k in order]
+    members = isl.UnionPwAffList.alloc(node.get_ctx(), len(order))
+    for k in order:
+        members = members.add(mupa.get_union_pw_aff(k))
+    out = node.delete().insert_partial_schedule(isl.MultiUnionPwAff.from_union_pw_aff_list(mupa.get_space(), members))
+    out = out.band_set_permutable(1)
+    for k, c in enumerate(coincident):
+        out = out.band_member_set_coincident(k, c)
+    return out
+
+
+# ----- affine helpers shared with the printer ---------------------------------------------------------
+Coefficients = tuple[tuple[tuple[int, ...], Mapping[str, int], int], ...]
+"""Per array dimension: (coefficient of each statement iterator, coefficient of each size, constant)."""
+
+
+def access_coefficients(relation: isl.Map) -> Coefficients | None:
+    """The access as one affine function per array dimension, or ``None`` when it is not a single affine
+    piece without integer divisions (then no micro-tile)."""
+    pma = isl.PwMultiAff.from_map(relation)
+    if pma.n_piece() != 1:
+        return None
+    pieces: list[isl.MultiAff] = []
+    pma.foreach_piece(lambda _set, ma: pieces.append(ma))
+    ma = pieces[0]
+    out = []
+    for d in range(ma.dim(isl.dim_type.out)):
+        aff = ma.get_at(d)
+        if aff.dim(isl.dim_type.div) > 0:
+            return None
+        its = tuple(_int(aff.get_coefficient_val(isl.dim_type.in_, k)) for k in range(aff.dim(isl.dim_type.in_)))
+        params = {aff.get_dim_name(isl.dim_type.param, p): _int(aff.get_coefficient_val(isl.dim_type.param, p))
+                  for p in range(aff.dim(isl.dim_type.param))}
+        if None in its or None in params.values():
+            return None
+        out.append((its, {p: c for p, c in params.items() if c}, _int(aff.get_constant_val())))
+    return tuple(out)
+
+
+def _int(v: isl.Val) -> int | None:
+    return int(v.to_python()) if v.is_int() else None
+
+
+def _stride(coeffs: Coefficients, d: int) -> str:
+    """How the flat (row-major) address moves when iterator ``d`` steps: "zero", "one" (only the last
+    dimension, by 1) or "other"."""
+    steps = [c[0][d] for c in coeffs]
+    if not any(steps):
+        return "zero"
+    if steps[-1] == 1 and not any(steps[:-1]):
+        return "one"
+    return "other"
+
+
+def _read_coefficients(stmt: Statement) -> list[Coefficients]:
+    out = []
+    for k, acc in enumerate(stmt.accesses):
+        if k == stmt.target:
+            continue
+        c = access_coefficients(acc.relation)
+        if c is None:
+            return [((tuple([1] * stmt.depth), {}, 0), (tuple([1] * stmt.depth), {}, 0))]  # marks "other"
+        out.append(c)
+    return out
+
+
+def _vectorisable(stmt: Statement, e: Expr) -> bool:
+    """Whether the value is built only of what the printer vectorises: reads, constants, scalar
+    arguments, negation and ``+ - *`` of one float type."""
+    if isinstance(e, (Const, ScalarArg)):
+        return True
+    if isinstance(e, Read):
+        return stmt.accesses[e.access].array != stmt.write.array  # (the accumulator lives in registers)
+    if isinstance(e, Unary):
+        return e.op == "neg" and _vectorisable(stmt, e.operand)
+    if isinstance(e, Binary):
+        return e.op in VECTOR_OPS and _vectorisable(stmt, e.lhs) and _vectorisable(stmt, e.rhs)
+    if isinstance(e, Cast):
+        return e.dtype == e.operand.dtype and _vectorisable(stmt, e.operand)
+    return False
+
+
+def _statements(node: isl.ScheduleNode) -> list[str]:
+    names: list[str] = []
+    node.get_domain().foreach_set(lambda s: names.append(s.get_tuple_name()))
+    return sorted(names)
+
+
+def _member_iterators(node: isl.ScheduleNode, stmt: Statement) -> list[int] | None:
+    """For each band member, the iterator of ``stmt`` it equals (``None`` unless every member is exactly
+    one distinct iterator of the statement: no skew, no offset, no constant member)."""
+    mupa = node.band_get_partial_schedule()
+    out: list[int] = []
+    for m in range(node.band_n_member()):
+        upa = mupa.get_union_pw_aff(m)
+        pieces: list[isl.PwAff] = []
+        upa.foreach_pw_aff(pieces.append)
+        mine = [pa for pa in pieces if pa.get_domain_space().get_tuple_name(isl.dim_type.set) == stmt.name]
+        if len(mine) != 1:
+            return None
+        affs: list[isl.Aff] = []
+        mine[0].foreach_piece(lambda _s, a: affs.append(a))
+        if len(affs) != 1:
+            return None
+        aff = affs[0]
+        if aff.dim(isl.dim_type.div) or not aff.get_constant_val().is_zero():
+            return None
+        if any(not aff.get_coefficient_val(isl.dim_type.param, p).is_zero() for p in range(aff.dim(isl.dim_type.param))):
+            return None
+        coeffs = [aff.get_coefficient_val(isl.dim_type.in_, k) for k in range(aff.dim(isl.dim_type.in_))]
+        ones = [k for k, c in enumerate(coeffs) if c.is_one()]
+        if len(ones) != 1 or any(not c.is_zero() for k, c in enumerate(coeffs) if k != ones[0]):
+            return None
+        out.append(ones[0])
+    return out if len(set(out)) == len(out) else None
+
+
+def _itemsize(dtype) -> int:
+    import numpy as np
+
+    return int(np.dtype(dtype.numpy).itemsize)

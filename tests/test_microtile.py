@@ -1,0 +1,137 @@
+"""C target: register micro-tiles for contractions (``schedule/microtile.py``, ``codegen/c_micro.py``).
+
+Every test runs the generated code against the reference interpreter (or numpy for graphs), at sizes that
+are not multiples of the register tile (6 rows x 2 vectors of lanes) nor of the cache tiles, so the
+remainder paths run too.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+import numpy as np
+import pytest
+
+import polyfuse as pf
+from examples import kernels as K
+from polyfuse.schedule.microtile import MICROTILE_MARK, MicroTile
+
+M, Kd, N, B = pf.params("M K N B")
+
+
+def _matmul(dtype=pf.f32) -> pf.Program:
+    g = pf.Graph("mm")
+    a = g.input("a", (M, Kd), dtype)
+    b = g.input("b", (Kd, N), dtype)
+    return g.build(c=a @ b)
+
+
+def _marks(sched: pf.Schedule) -> list[MicroTile]:
+    found: list[MicroTile] = []
+
+    def visit(node: isl.ScheduleNode) -> bool:
+        if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == MICROTILE_MARK:
+            found.append(node.mark_get_id().user)
+        return True
+
+    sched.tree.get_root().foreach_descendant_top_down(visit)
+    return found
+
+
+def test_matmul_gets_a_register_tile_with_its_initialisation_hoisted():
+    prog = _matmul()
+    sched = pf.schedule(prog, target="c", params={"M": 64, "K": 64, "N": 64})
+    (mark,) = _marks(sched)
+    s1 = prog.statement(mark.statement)
+    # c[i0, i2] += a[i0, i1] * b[i1, i2]: rows i0, lanes i2 (c and b contiguous), reduction i1
+    assert (mark.rows, mark.lane, mark.reduction) == (s1.iterators[0], s1.iterators[2], s1.iterators[1])
+    # the zero-initialisation is its own kernel, before the contraction: no guard inside the k loop
+    assert [k.statements for k in sched.kernels] == [("S0",), ("S1",)]
+    text = pf.codegen(sched).text
+    assert "PF_VFMA_f32" in text and "acc_5_1" in text
+
+
+@pytest.mark.parametrize("sizes", [(1, 1, 1), (7, 37, 129), (129, 7, 37), (37, 129, 7), (61, 300, 50)])
+@pytest.mark.parametrize("dtype", [pf.f32, pf.f64])
+def test_matmul_remainders_match_numpy(sizes, dtype):
+    m, k, n = sizes
+    rng = np.random.default_rng(m * 100 + n)
+    a = rng.uniform(-1, 1, (m, k)).astype(dtype.numpy)
+    b = rng.uniform(-1, 1, (k, n)).astype(dtype.numpy)
+    c = np.full((m, n), np.nan, dtype.numpy)
+    pf.compile(_matmul(dtype), target="c", params={"M": m, "K": k, "N": n})(a=a, b=b, c=c)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-5 * k if dtype == pf.f32 else 1e-12 * k
+    np.testing.assert_allclose(c, want, rtol=tol, atol=tol)
+
+
+def test_symbolic_sizes_use_the_register_tile_too():
+    prog = _matmul()
+    exe = pf.compile(prog, target="c")  # size-generic code
+    rng = np.random.default_rng(1)
+    for m, k, n in [(5, 3, 17), (13, 40, 33)]:
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        c = np.zeros((m, n), np.float32)
+        exe(a=a, b=b, c=c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+
+
+def test_exact_without_reassociation_matches_the_reference_bit_for_bit():
+    sizes = {"N": 37, "M": 45, "K": 29}
+    sched = pf.schedule(K.gemm, target="c", params=sizes, reassociate=False)
+    assert _marks(sched)
+    assert "PF_VFMA" not in pf.codegen(sched).text.split("void ")[-1]  # no fused multiply-add in the body
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, (37, 29)).astype(np.float32)
+    b = rng.uniform(-1, 1, (29, 45)).astype(np.float32)
+    c0 = rng.uniform(-1, 1, (37, 45)).astype(np.float32)
+    got, want = c0.copy(), c0.copy()
+    pf.compile(K.gemm, target="c", params=sizes, reassociate=False)(A=a, B=b, C=got, alpha=1.5, beta=0.5)
+    pf.reference(K.gemm)(A=a, B=b, C=want, alpha=1.5, beta=0.5)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_gemm_with_scalars_matches_the_reference():
+    sizes = {"N": 37, "M": 45, "K": 29}
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-1, 1, (37, 29)).astype(np.float32)
+    b = rng.uniform(-1, 1, (29, 45)).astype(np.float32)
+    c0 = rng.uniform(-1, 1, (37, 45)).astype(np.float32)
+    got, want = c0.copy(), c0.copy()
+    pf.compile(K.gemm, target="c", params=sizes)(A=a, B=b, C=got, alpha=1.5, beta=0.5)
+    pf.reference(K.gemm)(A=a, B=b, C=want, alpha=1.5, beta=0.5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * 29)
+
+
+def test_batched_matmul_and_mlp_chain_match_numpy():
+    g = pf.Graph("mlp")
+    x = g.input("x", (M, Kd), pf.f32)
+    w1 = g.input("w1", (Kd, N), pf.f32)
+    b1 = g.input("b1", (N,), pf.f32)
+    w2 = g.input("w2", (N, Kd), pf.f32)
+    prog = g.build(y=pf.ops.relu(x @ w1 + b1) @ w2)
+    sizes = {"M": 19, "K": 23, "N": 41}
+    rng = np.random.default_rng(3)
+    xv, w1v, b1v, w2v = (rng.uniform(-1, 1, s).astype(np.float32) for s in [(19, 23), (23, 41), (41,), (41, 23)])
+    y = np.zeros((19, 23), np.float32)
+    sched = pf.schedule(prog, target="c", params=sizes)
+    assert len(_marks(sched)) == 2
+    pf.compile(prog, target="c", params=sizes)(x=xv, w1=w1v, b1=b1v, w2=w2v, y=y)
+    np.testing.assert_allclose(y, np.maximum(xv @ w1v + b1v, 0) @ w2v, rtol=1e-4, atol=1e-4)
+
+    g = pf.Graph("bmm")
+    p = g.input("p", (B, M, Kd), pf.f32)
+    q = g.input("q", (B, Kd, N), pf.f32)
+    prog = g.build(r=p @ q)
+    sizes = {"B": 3, "M": 13, "K": 9, "N": 35}
+    pv = rng.uniform(-1, 1, (3, 13, 9)).astype(np.float32)
+    qv = rng.uniform(-1, 1, (3, 9, 35)).astype(np.float32)
+    r = np.zeros((3, 13, 35), np.float32)
+    assert _marks(pf.schedule(prog, target="c", params=sizes))
+    pf.compile(prog, target="c", params=sizes)(p=pv, q=qv, r=r)
+    np.testing.assert_allclose(r, pv @ qv, rtol=1e-4, atol=1e-5)
+
+
+def test_explicit_tile_sizes_keep_the_plain_tiling():
+    sched = pf.schedule(_matmul(), target="c", params={"M": 64, "K": 64, "N": 64}, tile=(16, 16, 16))
+    assert not _marks(sched)
