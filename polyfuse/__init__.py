@@ -26,11 +26,12 @@ from polyfuse.frontend.scop_c import from_c
 from polyfuse.ir.program import Access, Array, Program, Statement
 from polyfuse.runtime.reference import reference
 from polyfuse.schedule import schedule
+from polyfuse.schedule.text import load_schedule
 from polyfuse.types import DType, Param, f32, f64, i8, i16, i32, i64, params, u8
 
 __all__ = [
     "Code", "Executable", "Graph", "Tensor", "codegen", "compile", "ops",
     "Access", "Array", "BoundsError", "CodegenError", "DType", "Dependence", "Dependences", "IllegalTransformError",
     "Param", "PolyfuseError", "PolyfuseWarning", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64", "from_c",
-    "i8", "i16", "i32", "i64", "u8", "log", "max", "min", "params", "pow", "program", "reference", "schedule", "sqrt", "tanh", "where",
+    "i8", "i16", "i32", "load_schedule", "i64", "u8", "log", "max", "min", "params", "pow", "program", "reference", "schedule", "sqrt", "tanh", "where",
 ]

@@ -9,6 +9,9 @@ usage, status 2) and the keyword arguments of ``pf.schedule`` / ``pf.compile`` t
 * ``--reassociate`` / ``--no-reassociate`` -> ``reassociate=True`` / ``False`` (absent: the default)
 * ``--threads N`` -> ``threads=N`` (C target: OpenMP threads; absent: ``OMP_NUM_THREADS`` or every core)
 * ``--tune K`` (``run`` only: it compiles) -> ``tune=K``
+* ``--schedule FILE`` -> ``schedule=<the text of FILE>``: an explicit schedule, checked for legality; FILE
+  may hold what ``polyfuse schedule`` printed (its "schedule text" section is read), ``sched.to_text()``,
+  or an isl union map
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import inspect
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from polyfuse.errors import PolyfuseError
@@ -101,6 +105,9 @@ def add_schedule_options(parser: argparse.ArgumentParser, targets: tuple[str, ..
         "(default: yes; --no-reassociate keeps the source order of every operation)",
     )
     parser.add_argument(
+        "--schedule", metavar="FILE", help="an explicit schedule (e.g. the output of `polyfuse schedule`, edited), checked for legality"
+    )
+    parser.add_argument(
         "--threads", type=positive, metavar="N", help="C target: OpenMP threads (default: OMP_NUM_THREADS, else every core)"
     )
 
@@ -150,6 +157,8 @@ def schedule_options(args: argparse.Namespace, params: Mapping[str, int]) -> dic
         out["reassociate"] = args.reassociate
     if getattr(args, "threads", None) is not None:
         out["threads"] = args.threads
+    if getattr(args, "schedule", None):
+        out["schedule"] = _read(args.schedule)
     accepted = inspect.signature(schedule_program).parameters
     for option, flag in (("reassociate", "--[no-]reassociate"), ("threads", "--threads")):
         if option in out and option not in accepted:
@@ -163,6 +172,13 @@ def compile_options(args: argparse.Namespace, params: Mapping[str, int]) -> dict
     if getattr(args, "tune", None):
         out["tune"] = args.tune
     return out
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as e:
+        raise PolyfuseError(f"--schedule {path}: cannot read it: {e.strerror or e}") from None
 
 
 def _names(program: Program) -> str:

@@ -15,6 +15,7 @@ from polyfuse.codegen import codegen as generate
 from polyfuse.errors import PolyfuseError
 from polyfuse.schedule import schedule as schedule_program
 from polyfuse.schedule.model import Kernel, Schedule
+from polyfuse.schedule.text import SECTION
 
 try:  # the traffic model is optional: without it `schedule --size` prints no traffic
     from polyfuse.cost import format_traffic
@@ -56,6 +57,7 @@ def schedule(args: argparse.Namespace) -> int:
     traffic = format_schedule_traffic(sched)
     if traffic:
         sections.append(traffic)
+    sections.append(f"{SECTION}\n{sched.to_text().rstrip()}")
     print("\n\n".join(sections))
     return 0
 

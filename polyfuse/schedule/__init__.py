@@ -34,7 +34,7 @@ from polyfuse.schedule.bands import DepView
 from polyfuse.schedule.deps import dependences_of
 from polyfuse.schedule.explain import decisions
 from polyfuse.schedule.mapping import Mapper, split
-from polyfuse.schedule.model import Schedule
+from polyfuse.schedule.model import BASE_KEY, Schedule
 from polyfuse.schedule.movement import data_movement
 from polyfuse.schedule.privatize import contract, temporaries
 from polyfuse.schedule.row_staging import stage_rows
@@ -126,7 +126,15 @@ def schedule(
             policy = budget.fall_back(policy, e, stage=True)
     notes = budget.notes + notes
     decide = functools.partial(decisions, prog, label, best.kernels, view) if view is not None else None  # on first explain()
-    return dataclasses.replace(best, decide=decide, notes=tuple(notes))
+    return _keep_base(best, decide=decide, notes=tuple(notes))
+
+
+def _keep_base(sched: Schedule, **changes) -> Schedule:
+    """``dataclasses.replace`` that keeps the base tree ``sched.to_text()`` prints."""
+    out = dataclasses.replace(sched, **changes)
+    if BASE_KEY in sched._lazy:
+        out._lazy[BASE_KEY] = sched._lazy[BASE_KEY]
+    return out
 
 
 def _check_tile_depth(prog: Program, tile) -> None:
@@ -224,7 +232,7 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits) -> t
     if target == "cuda" and limits.shared_memory > 0:
         tree, final, promotion = data_movement(prog, tree, final, privatized, limits.shared_memory, params)
         tree, final, promotion = stage_rows(prog, tree, final, promotion, frozenset(privatized), limits.shared_memory, params)
-    return Schedule(
+    finished = Schedule(
         program=prog,
         tree=tree,
         target=target,
@@ -234,4 +242,6 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits) -> t
         contracted=frozenset(privatized),
         params=dict(params or {}),
         tile=tile,
-    ), (list(search.log) if search is not None else [])
+    )
+    finished._lazy[BASE_KEY] = base  # the order before tiling and mapping, for sched.to_text()
+    return finished, (list(search.log) if search is not None else [])

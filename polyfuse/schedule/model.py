@@ -45,6 +45,7 @@ from typing import Any, Callable, Mapping
 import islpy as isl
 
 from polyfuse.ir.program import Program
+from polyfuse.schedule.text import schedule_text
 
 KERNEL_MARK = "kernel"
 PARALLEL_MARK = "parallel"
@@ -53,6 +54,10 @@ BLOCK_MARK = "block"
 CYCLIC_MARK = "cyclic"
 REDUCE_MARK = "reduce"
 SYNC_MARK = "sync"
+
+BASE_KEY = "base"
+"""``Schedule._lazy`` key of the base tree (before tiling and mapping) that ``to_text`` prints."""
+FELL_BACK_SEQUENTIAL = "fell back to the source order, run sequentially"
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,8 @@ class Schedule:
     def _sequential_reason(self, kernel: Kernel) -> str:
         """Why a kernel has no parallel loop: a dependence among its statements that its outermost loop
         carries in the source order (the outermost carried one, flow first)."""
+        if any(FELL_BACK_SEQUENTIAL in n for n in self.notes):
+            return "isl's operation budget ran out (see the note below), so the program runs as written, on one thread"
         inside = set(kernel.statements)
         carried = [d for d in self.program.dependences()
                    if d.source in inside and d.sink in inside and d.carried_depth is not None]
@@ -188,6 +195,13 @@ class Schedule:
         d = min(carried, key=lambda d: (d.carried_depth, order.get(d.kind, 3)))
         return (f"the {d.kind} dependence on {d.array!r} from {d.source} to {d.sink} is carried at loop depth "
                 f"{d.carried_depth} (distance {d.distance_text()})")
+
+    def to_text(self) -> str:
+        """The schedule as editable text that ``pf.schedule(prog, schedule=text)`` (or the CLI's
+        ``--schedule FILE``) reads back: the tree of the order and fusion chosen, before tiling and mapping
+        (isl's YAML block format; see :mod:`polyfuse.schedule.text`). A schedule that fell back to the
+        sequential source order prints the source order."""
+        return schedule_text(self._lazy.get(BASE_KEY, self.program.schedule))
 
     def traffic(self, params: Mapping[str, int] | None = None):
         """The modelled global-memory traffic (``polyfuse.cost.traffic.TrafficReport``) at the schedule's

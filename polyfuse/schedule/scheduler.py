@@ -33,6 +33,7 @@ from polyfuse.errors import PolyfuseError, PolyfuseWarning, user_stacklevel
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import QUOTA_MESSAGE, DepView, T, annotate, isl_options, over_quota
 from polyfuse.schedule.mapping import split
+from polyfuse.schedule.text import read_schedule
 
 FUSION_POLICIES = ("none", "min", "max", "smart")
 
@@ -253,12 +254,10 @@ def _kernel_count(tree: isl.Schedule, view: DepView) -> tuple[int, int]:
 
 def user_tree(prog: Program, spec, view: DepView) -> isl.Schedule:
     """The annotated tree of an explicit schedule: an ``isl.Schedule``, an ``isl.UnionMap`` / ``isl.Map``,
-    or a string holding an isl union map such as ``"[N] -> { S0[i] -> [i, 0]; S1[i] -> [i, 1] }"``."""
+    or a string holding either (a schedule tree as ``sched.to_text()`` prints it, or a union map such as
+    ``"[N] -> { S0[i] -> [i, 0]; S1[i] -> [i, 1] }"``)."""
     if isinstance(spec, str):
-        try:
-            spec = isl.UnionMap(spec)
-        except isl.Error as e:
-            raise PolyfuseError(f"cannot parse the schedule {spec!r} as an isl union map: {e}") from None
+        spec = read_schedule(spec)  # a tree (sched.to_text()) or a union map
     if isinstance(spec, isl.Map):
         spec = isl.UnionMap.from_map(spec)
     if isinstance(spec, isl.Schedule):
