@@ -151,6 +151,7 @@ class _CPrinter:
         self._loop_counter = 0
         self.math_parts: set[str] = set()
         self.uses_vectors = False  # set by the micro-kernel printer (``c_micro.py``)
+        self.collapsible = _collapsible_iterators(sched.tree, self.iterators)
         self._scan(self.ast, None, None)
         self.function_scalars = self._function_scope_scalars()
 
@@ -223,7 +224,7 @@ class _CPrinter:
                 loop = self._loop_counter
                 self._loop_counter += 1
                 self.usage.per_loop[loop] = set()
-            self._scan(node.for_get_body(), loop, None)
+            self._scan(node.for_get_body(), loop, self._through_degenerate(node, parallel) if loop is None else None)
         elif t == isl.ast_node_type.block:
             for child in _children(node):
                 self._scan(child, loop, parallel)
@@ -257,12 +258,24 @@ class _CPrinter:
 
     def _is_parallel_loop(self, node: isl.AstNode, parallel: str | None) -> bool:
         """Whether ``node`` is the marked parallel loop itself. When isl elided that loop (one iteration at
-        these sizes), the first loop below the mark is a deeper, possibly sequential one: not parallel."""
-        return (
-            parallel is not None
-            and not node.for_is_degenerate()
-            and node.for_get_iterator().get_id().get_name() == parallel
-        )
+        these sizes), the first loop below the mark is a deeper one: parallel only when it is the band's
+        second member and that member is parallel too (a batch of 1 must not leave one thread working)."""
+        if parallel is None or node.for_is_degenerate():
+            return False
+        name = node.for_get_iterator().get_id().get_name()
+        return name == parallel or (parallel in self.collapsible and name == self._successor(parallel))
+
+    def _through_degenerate(self, node: isl.AstNode, parallel: str | None) -> str | None:
+        """What the body of loop ``node`` may still parallelise: the mark's request passes through the
+        marked loop when it has a single iteration and the band's next member is parallel."""
+        if parallel is not None and node.for_is_degenerate() and parallel in self.collapsible:
+            if node.for_get_iterator().get_id().get_name() == parallel:
+                return parallel
+        return None
+
+    def _successor(self, name: str) -> str | None:
+        k = self.iterators.index(name) if name in self.iterators else -1
+        return self.iterators[k + 1] if 0 <= k < len(self.iterators) - 1 else None
 
     def _node(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str]:
         t = node.get_type()
@@ -303,11 +316,13 @@ class _CPrinter:
         body_depth = depth + 1
         lines: list[str] = []
         private: list[str] = []
-        if self._is_parallel_loop(node, parallel):
+        is_parallel = self._is_parallel_loop(node, parallel)
+        if is_parallel:
             loop = self._loop_counter
             self._loop_counter += 1
             private = sorted(self.usage.per_loop.get(loop, set()) - self.function_scalars)
-            lines.append(f"{pad}#pragma omp parallel for schedule(static)")
+            collapse = " collapse(2)" if not private and self._collapsible(node, it) else ""
+            lines.append(f"{pad}#pragma omp parallel for schedule(static){collapse}")
         if node.for_is_degenerate():
             lines.append(f"{pad}{{")
             lines.append(f"{pad}{INDENT}const {INDEX_TYPE} {it} = {init};")
@@ -316,9 +331,21 @@ class _CPrinter:
             inc = self._index(node.for_get_inc())
             lines.append(f"{pad}for ({INDEX_TYPE} {it} = {init}; {cond}; {it} += {inc}) {{")
         lines += [INDENT * body_depth + self._declare_local(n) for n in private]
-        lines += self._node(node.for_get_body(), body_depth, None)
+        lines += self._node(node.for_get_body(), body_depth, None if is_parallel else self._through_degenerate(node, parallel))
         lines.append(f"{pad}}}")
         return lines
+
+    def _collapsible(self, node: isl.AstNode, it: str) -> bool:
+        """Whether the parallel loop ``node`` and the loop right inside it may share one OpenMP loop
+        (``collapse(2)``): the marked band's first two members are parallel, the two loops are perfectly
+        nested, and the inner one's bounds do not depend on the outer iterator. Then a short outer loop
+        (batch 1, a tile covering a whole dimension) no longer leaves threads idle."""
+        if it not in self.collapsible:
+            return False
+        inner = node.for_get_body()
+        if inner.get_type() != isl.ast_node_type.for_ or inner.for_is_degenerate():
+            return False
+        return it not in _expr_ids(inner.for_get_init()) | _expr_ids(inner.for_get_cond()) | _expr_ids(inner.for_get_inc())
 
     def _index(self, expr: isl.AstExpr) -> str:
         return expr_to_text(expr, self.dialect)
@@ -407,6 +434,34 @@ def _params_context(program: Program, sizes: dict | object) -> isl.Set | None:
         pos = ctx.find_dim_by_name(isl.dim_type.param, name)
         ctx = ctx.fix_val(isl.dim_type.param, pos, isl.Val.int_from_si(ctx.get_ctx(), value))
     return ctx
+
+
+def _collapsible_iterators(tree: isl.Schedule, iterators: Sequence[str]) -> frozenset[str]:
+    """Iterators of the loops that ``parallel`` marks designate whose band has two leading parallel
+    members (candidates for ``collapse(2)``)."""
+    found: set[str] = set()
+
+    def visit(node: isl.ScheduleNode) -> bool:
+        if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == PARALLEL_MARK:
+            band = node.child(0)
+            if (band.get_type() == isl.schedule_node_type.band and band.band_n_member() >= 2
+                    and band.band_member_get_coincident(0) and band.band_member_get_coincident(1)):
+                depth = node.get_schedule_depth()
+                if depth < len(iterators):
+                    found.add(iterators[depth])
+        return True
+
+    tree.get_root().foreach_descendant_top_down(visit)
+    return frozenset(found)
+
+
+def _expr_ids(expr: isl.AstExpr) -> set[str]:
+    kind = expr.get_type()
+    if kind == isl.ast_expr_type.id:
+        return {expr.get_id().get_name()}
+    if kind == isl.ast_expr_type.op:
+        return set().union(*(_expr_ids(expr.get_op_arg(k)) for k in range(expr.get_op_n_arg())))
+    return set()
 
 
 def _children(node: isl.AstNode) -> Iterator[isl.AstNode]:

@@ -22,6 +22,7 @@ Inside a kernel (:func:`map_kernel`), with the marks of ``model.py``:
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -105,6 +106,8 @@ class Mapper:
                 sizes = sizes_for(self.tile, self.target, stmts, node.band_n_member(), n_par)
                 if self.choose is not None and _auto(self.tile, stmts):
                     sizes = self.choose(node, n_par, sizes)
+                if self.target == "c" and _auto(self.tile, stmts):
+                    sizes = self._enough_parallel_tiles(node, sizes, n_par)
                 if not node.band_get_permutable():
                     sizes = sizes[: max(n_par, 1) if self.target == "cuda" else 1]  # strip-mining parallel members is always legal
                 if self.target == "cuda":
@@ -125,6 +128,32 @@ class Mapper:
         kernel = Kernel(name, stmts, grid=launch[0], block=launch[1], tile_sizes=tuple(sizes))
         self.kernels.append(KernelInfo(kernel, domain, None, None, flat))
         return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
+
+    def _enough_parallel_tiles(self, node: isl.ScheduleNode, sizes: tuple[int, ...], n_par: int) -> tuple[int, ...]:
+        """C: ``sizes`` with the tiles of the first two parallel members halved until their tile loops give
+        every thread work (at least two tiles per core, where the extents allow): a tile that covers a
+        whole dimension (batch 1, all filters in one tile) would otherwise leave the parallel loop with a
+        single iteration and the kernel on one thread."""
+        members = [k for k in range(min(n_par, 2, len(sizes)))]
+        extents = [self._extent(node, k) for k in members]
+        if not members or not all(extents):
+            return sizes
+        want = 2 * (os.cpu_count() or 1)
+        out = list(sizes)
+
+        def tiles() -> int:
+            n = 1
+            for k, e in zip(members, extents):
+                n *= -(-e // out[k])
+            return n
+
+        while tiles() < want:
+            growable = [k for k, e in zip(members, extents) if out[k] > 1 and -(-e // out[k]) < e]
+            if not growable:
+                break
+            k = max(growable, key=lambda m: out[m])
+            out[k] = max(1, out[k] // 2)
+        return tuple(out)
 
     def _micro(self, node: isl.ScheduleNode, stmts: tuple[str, ...]) -> tuple[isl.ScheduleNode, tuple[int, ...]] | None:
         """The band micro-tiled (tile band, cache tile sizes) when it is a lone contraction whose reordered

@@ -1,0 +1,72 @@
+"""C target: a kernel whose schedule has a parallel loop with at least two iterations at the given sizes
+runs it as an OpenMP loop, even where the marked loop itself has one iteration (batch 1) or the tile
+search would cover a whole dimension with one tile; results are checked against numpy."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import polyfuse as pf
+
+Nb, C, H, W, F = pf.params("Nb C H W F")
+
+
+def _omp_loops(text: str) -> list[tuple[str, str]]:
+    """(pragma, the loop header that follows it) for every OpenMP loop of the generated C."""
+    lines = text.splitlines()
+    return [(ln.strip(), lines[k + 1].strip()) for k, ln in enumerate(lines) if "#pragma omp parallel for" in ln]
+
+
+def _upper(header: str) -> int:
+    m = re.search(r"<= (\d+);", header)
+    assert m, header
+    return int(m.group(1))
+
+
+def test_conv2d_with_batch_one_runs_in_parallel():
+    g = pf.Graph("conv")
+    x = g.input("x", (Nb, C, H, W), pf.f32)
+    w = g.input("w", (F, C, 3, 3), pf.f32)
+    prog = g.build(y=pf.ops.relu(pf.ops.conv2d(x, w, padding=1)))
+    sizes = {"Nb": 1, "C": 3, "H": 7, "W": 9, "F": 8}
+    exe = pf.compile(prog, target="c", params=sizes)
+    loops = _omp_loops(exe.code.text)
+    assert loops, "no OpenMP loop in a kernel with 8 independent filters"
+    assert all(_upper(header) >= 1 for _, header in loops)  # every OpenMP loop has at least 2 iterations
+    rng = np.random.default_rng(0)
+    xv = rng.uniform(-1, 1, (1, 3, 7, 9)).astype(np.float32)
+    wv = rng.uniform(-1, 1, (8, 3, 3, 3)).astype(np.float32)
+    y = np.zeros((1, 8, 7, 9), np.float32)
+    exe(x=xv, w=wv, y=y)
+    pad = np.pad(xv, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros_like(y)
+    for r in range(3):
+        for s in range(3):
+            want += np.einsum("nchw,fc->nfhw", pad[:, :, r:r + 7, s:s + 9], wv[:, :, r, s])
+    np.testing.assert_allclose(y, np.maximum(want, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_batch_of_one_parallelises_the_next_loop():
+    g = pf.Graph("ew")
+    x = g.input("x", (Nb, H, W), pf.f32)
+    prog = g.build(y=pf.ops.exp(x + 1.0))
+    sizes = {"Nb": 1, "H": 64, "W": 64}
+    exe = pf.compile(prog, target="c", params=sizes)
+    loops = _omp_loops(exe.code.text)
+    assert loops and all(_upper(header) >= 1 for _, header in loops)
+    xv = np.random.default_rng(1).uniform(-1, 1, (1, 64, 64)).astype(np.float32)
+    y = np.zeros_like(xv)
+    exe(x=xv, y=y)
+    np.testing.assert_allclose(y, np.exp(xv + 1), rtol=1e-6)
+
+
+def test_two_parallel_tile_loops_are_collapsed():
+    M, K, N = pf.params("M K N")
+    g = pf.Graph("mm")
+    a = g.input("a", (M, K), pf.f32)
+    b = g.input("b", (K, N), pf.f32)
+    prog = g.build(c=a @ b)
+    text = pf.codegen(pf.schedule(prog, target="c", params={"M": 64, "K": 64, "N": 512})).text
+    assert any("collapse(2)" in pragma for pragma, _ in _omp_loops(text))
