@@ -40,7 +40,7 @@ from polyfuse.schedule.privatize import contract, temporaries
 from polyfuse.schedule.row_staging import stage_rows
 from polyfuse.schedule.rows import cooperative_rows
 from polyfuse.schedule.scheduler import DEFAULT_ISL_BUDGET, FUSION_POLICIES, BudgetExhausted, IslBudget, base_tree, user_tree
-from polyfuse.schedule.smart import Variant, smart_by_traffic
+from polyfuse.schedule.smart import Variant, apart_of, smart_by_traffic, unrated
 from polyfuse.schedule.tiling import validate_tile
 
 TARGETS = ("c", "cuda")
@@ -125,7 +125,7 @@ def schedule(
                 raise _explicit_over_budget(e) from None
             policy = budget.fall_back(policy, e, stage=True)
     notes = budget.notes + notes
-    decide = functools.partial(decisions, prog, label, best.kernels, view) if view is not None else None  # on first explain()
+    decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best)) if view is not None else None  # on first explain()
     return _keep_base(best, decide=decide, notes=tuple(notes))
 
 
@@ -175,6 +175,7 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
     attempts = [(True, True), (False, True), (False, False)] if schedule is None and fusion != "none" else [(False, True), (False, False)]
     done: list[tuple[tuple[int, ...], Schedule, list[str]]] = []
     failures: list[IllegalTransformError] = []
+    tried: set[tuple[str, bool]] = set()  # (base tree, relaxed view): a variant equal to an earlier one is not finished again
     for n, (relax_isl, relax_view) in enumerate(attempts):
         view = DepView(deps, temporaries(prog), prog.context.get_space(), relax_view)
         try:
@@ -183,6 +184,9 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
                     base = user_tree(prog, schedule, view)
                 else:
                     base = base_tree(prog, fusion, view, relax_isl=relax_isl, budget=budget)
+                if (base.to_str(), relax_view) in tried:
+                    continue
+                tried.add((base.to_str(), relax_view))
                 sched, log = _finish(prog, base, view, target, label, tile, params, search, limits)
         except IllegalTransformError as e:
             failures.append(e)
@@ -206,7 +210,7 @@ def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, 
     except IllegalTransformError:
         return fused.schedule, []
     except BudgetExhausted as e:
-        return fused.schedule, [f"fusion='smart': minimal fusion not compared ({e}); kept the fused schedule"]
+        return fused.schedule, [unrated(f"minimal fusion not scheduled ({e})")]
 
     def finish(base: isl.Schedule, view: DepView) -> Schedule:
         return _finish(prog, base, view, target, "smart", tile, params, search, limits)[0]

@@ -24,7 +24,11 @@ _POLICY = {
 }
 
 
-def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: DepView) -> tuple[FusionDecision, ...]:
+def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: DepView,
+              apart: tuple[frozenset[str], ...] = ()) -> tuple[FusionDecision, ...]:
+    """The decisions for each kernel of several statements and each pair of neighbouring kernels.
+    ``apart``: the statements of the kernels ``fusion="smart"`` fused and then distributed again because
+    the traffic model rated them cheaper apart (the notes give the bytes)."""
     out: list[FusionDecision] = []
     for k in kernels:
         if len(k.statements) > 1:
@@ -35,7 +39,10 @@ def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: Dep
             out.append(FusionDecision(k.statements[:1], k.statements[1:], True, f"{k.name}: {reason}" if how else reason))
     for a, b in zip(kernels, kernels[1:]):
         first, second = a.statements, b.statements
-        if fusion in _POLICY:
+        if any(set(first) | set(second) <= group for group in apart):
+            reason = ("fusion='smart' fused them, then distributed them again: the traffic model rates them cheaper "
+                      "in separate kernels (the notes give the bytes)")
+        elif fusion in _POLICY:
             reason = _POLICY[fusion]
             blocker = _blocker(prog, "max", view, first, second)
             if blocker:

@@ -65,7 +65,7 @@ def base_tree(
             fusion = budget.fall_back(fusion, e)
     if tree is None:
         tree = prog.schedule if domain is None else prog.schedule.intersect_domain(domain)
-    return annotate(tree.get_root(), view).get_schedule()
+    return annotated(prog, tree, view)
 
 
 DEFAULT_ISL_BUDGET = 5_000_000
@@ -202,7 +202,7 @@ def isl_tree(
         # already hold the context's constraints, so scheduling without it is as sound.
         tree = budget.compute(sc, _OPTIONS[fusion])
     if fusion == "smart":
-        tree = _whole_if_fewer_kernels(sc, tree, annotate_view, budget)
+        tree = _whole_if_fewer_kernels(prog, sc, tree, annotate_view, budget)
     trees[key] = tree
     return tree
 
@@ -219,7 +219,7 @@ def _tree_key(fusion: str, view: DepView, domain: isl.UnionSet | None, relax: bo
     return (fusion, None if domain is None else domain.to_str(), names, counted, budget.operations)
 
 
-def _whole_if_fewer_kernels(sc: isl.ScheduleConstraints, tree: isl.Schedule, view: DepView,
+def _whole_if_fewer_kernels(prog: Program, sc: isl.ScheduleConstraints, tree: isl.Schedule, view: DepView,
                             budget: IslBudget | None = None) -> isl.Schedule:
     """``"smart"``: isl's whole-component schedule with a parallel outer loop instead of ``tree`` (from
     incremental clustering) when it gives no more sequential kernels and fewer kernels.
@@ -230,17 +230,28 @@ def _whole_if_fewer_kernels(sc: isl.ScheduleConstraints, tree: isl.Schedule, vie
     fuses them under the parallel ``i`` -- ``for i (parallel) { for j: max; for j: exp, sum; for j: div }``
     -- so softmax and layernorm become one kernel reading each row once from memory.
     """
-    clustered = _kernel_count(tree, view)
+    clustered = _kernel_count(prog, tree, view)
     if clustered[1] <= 1:
         return tree
     try:
         whole = (budget if budget is not None else IslBudget()).compute(sc, _WHOLE_OUTER)
     except BudgetExhausted:  # the clustered schedule stands
         return tree
-    return whole if _kernel_count(whole, view) < clustered else tree
+    return whole if _kernel_count(prog, whole, view) < clustered else tree
 
 
-def _kernel_count(tree: isl.Schedule, view: DepView) -> tuple[int, int]:
+def annotated(prog: Program, tree: isl.Schedule, view: DepView) -> isl.Schedule:
+    """``tree`` with its band flags set (``bands.annotate``), computed once per tree and dependence view
+    of ``prog``: the variants of ``pf.schedule``, ``"smart"``'s kernel count and its comparison with
+    ``"min"`` ask for the same trees (the flags cost many isl subset tests each)."""
+    memo = prog._cache.setdefault("annotated_trees", {})
+    key = (tree.to_str(), view.privatize, view.temps, tuple(id(d) for d in view.deps))
+    if key not in memo:
+        memo[key] = annotate(tree.get_root(), view).get_schedule()
+    return memo[key]
+
+
+def _kernel_count(prog: Program, tree: isl.Schedule, view: DepView) -> tuple[int, int]:
     """(sequential kernels, kernels) that :func:`~polyfuse.schedule.mapping.split` makes of ``tree``."""
     parallel: list[bool] = []
 
@@ -248,7 +259,7 @@ def _kernel_count(tree: isl.Schedule, view: DepView) -> tuple[int, int]:
         parallel.append(node.get_type() == T.band and bool(node.band_member_get_coincident(0)))
         return node
 
-    split(annotate(tree.get_root(), view), record)
+    split(annotated(prog, tree, view).get_root(), record)
     return (parallel.count(False), len(parallel))
 
 

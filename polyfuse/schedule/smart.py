@@ -5,10 +5,24 @@ isl's incremental clustering) and minimal fusion (``unfused``, one loop nest per
 component). The decision is taken **per fused kernel**, not for the whole program: each kernel of the fused
 schedule whose statements are exactly those of several unfused kernels is compared, in modelled bytes at
 the schedule's sizes, with those kernels together. Where they move fewer bytes (and are no less parallel)
-the fused kernel is *distributed*: its band is copied under a sequence of filters, one per unfused kernel,
-in the unfused order, which is loop distribution of that kernel alone; the rest of the fused schedule is
-left as it is. The result is mapped and checked for legality like any other variant (``finish``); should
-the mixed schedule be illegal or move more bytes than the fused one, the fused schedule stands.
+the fused kernel is *distributed*, the rest of the fused schedule left as it is:
+
+* a fused kernel outside every host loop is replaced by the unfused kernels themselves, their subtrees
+  copied from the unfused tree under a sequence of filters in the unfused order (no rescheduling: the
+  unfused kernels keep their own loop order, e.g. a matmul's ``i, j, k`` rather than the skewed band the
+  fused kernel needed, and their tile search and traffic are already known);
+* a fused kernel under a host loop keeps its band, copied under one filter per unfused kernel (loop
+  distribution of that kernel alone).
+
+The *mixed* schedule is mapped and checked for legality like any other variant (``finish``). The schedule
+kept is the one the model rates best among fused, mixed and unfused: the fewest bytes among those no
+less parallel (no more sequential kernels) than the fused one; ties go to the fused schedule, then the
+mixed one. **Nothing the model rates worse is kept silently**: when the schedule kept moves more bytes
+than one of the others (it is more parallel, or distributing ran out of its isl budget or failed), or when
+a step of the comparison ran out so that the schedules could not be rated, a :class:`PolyfuseWarning`
+says so at the user's call and a note says it in ``explain()``. Should distributing fail, the fallback
+is the better rated of fused and unfused (e.g. ``fusion="min"`` for an MLP whose fused kernel needs a
+skewed band).
 
 Every comparison is written to the notes, which ``explain()`` prints.
 """
@@ -22,9 +36,9 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polyfuse.cost.traffic import program_traffic
-from polyfuse.errors import IllegalTransformError, PolyfuseError
+from polyfuse.errors import IllegalTransformError, PolyfuseError, warn
 from polyfuse.ir.program import Program
-from polyfuse.schedule.bands import DepView, annotate, statement_filters
+from polyfuse.schedule.bands import DepView, T, annotate, statement_filters
 from polyfuse.schedule.mapping import split, statements_of
 from polyfuse.schedule.model import Schedule
 from polyfuse.schedule.scheduler import BudgetExhausted, IslBudget
@@ -44,8 +58,27 @@ class Variant:
     view: DepView
 
 
+APART_KEY = "smart_apart"
+"""Where a smart schedule keeps (in its private ``_lazy`` cache) the statement groups of the fused kernels
+it did not keep fused: ``explain()`` names the traffic model as the reason they sit in separate kernels."""
+
+
+def apart_of(sched: Schedule) -> tuple[frozenset[str], ...]:
+    """The statements of the fused kernels ``fusion="smart"`` distributed again in ``sched`` (see
+    :data:`APART_KEY`); empty for any other schedule."""
+    return tuple(sched._lazy.get(APART_KEY, ()))
+
+
 Finish = Callable[[isl.Schedule, DepView], Schedule]
 """Maps and checks a base tree (``pf.schedule``'s ``_finish`` with everything else fixed)."""
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    label: str
+    schedule: Schedule
+    bytes: int
+    sequential: int
 
 
 def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Finish, budget: IslBudget,
@@ -63,16 +96,14 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
             tf = program_traffic(prog, f.tree, f.kernels, f.contracted, sizes)
             tu = program_traffic(prog, u.tree, u.kernels, u.contracted, sizes)
     except (PolyfuseError, BudgetExhausted) as e:
-        return f, [f"fusion='smart': traffic not compared ({e}); kept the fused schedule"]
+        return f, [unrated(f"traffic not compared ({e})")]
     notes = [f"fusion='smart' by traffic at {at}: fused ({len(f.kernels)} kernel(s)) {tf.total_bytes} B vs "
              f"unfused ({len(u.kernels)} kernel(s)) {tu.total_bytes} B"]
     split_kernels: dict[frozenset[str], list[tuple[str, ...]]] = {}
-    compared = 0
     for kf in f.kernels:
         parts = [ku for ku in u.kernels if set(ku.statements) <= set(kf.statements)]
         if len(parts) < 2 or sum(len(p.statements) for p in parts) != len(kf.statements):
             continue
-        compared += 1
         bytes_f = tf.per_kernel[kf.name].total_bytes
         bytes_u = sum(tu.per_kernel[p.name].total_bytes for p in parts)
         less_parallel = kf.parallel_depth > 0 and any(p.parallel_depth == 0 for p in parts)
@@ -83,39 +114,135 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
         notes.append(f"fusion='smart': {kf.name} ({'+'.join(kf.statements)}) {bytes_f} B fused vs {bytes_u} B as {names}: {verdict}")
         if loses:
             split_kernels[frozenset(kf.statements)] = [p.statements for p in parts]
-    if not compared:  # the two group statements differently (e.g. around a time loop): compare wholes
-        if tu.total_bytes >= tf.total_bytes:
-            return f, notes + ["fusion='smart': kept the fused schedule"]
-        if _sequential_kernels(u) > _sequential_kernels(f):
-            return f, notes + ["fusion='smart': minimal fusion would be less parallel; kept the fused schedule"]
-        return dataclasses.replace(u, fusion="smart"), notes + ["fusion='smart': fusion loses: kept the unfused schedule"]
-    if not split_kernels:
-        return f, notes + ["fusion='smart': kept the fused schedule"]
-    try:
-        with budget.stage("distributing the kernels where fusion loses"):
-            mixed = finish(distribute(prog, fused.base, fused.view, split_kernels), fused.view)
-            tm = program_traffic(prog, mixed.tree, mixed.kernels, mixed.contracted, sizes).total_bytes
-    except (IllegalTransformError, PolyfuseError, BudgetExhausted) as e:
-        return f, notes + [f"fusion='smart': distributing failed ({e}); kept the fused schedule"]
-    if tm > tf.total_bytes:
-        return f, notes + [f"fusion='smart': the distributed schedule moves {tm} B, more than fused: kept the fused schedule"]
-    return dataclasses.replace(mixed, fusion="smart"), notes + [
-        f"fusion='smart': distributed {len(split_kernels)} kernel(s): {len(mixed.kernels)} kernel(s), {tm} B"]
+    candidates = [_Candidate("the fused schedule", f, tf.total_bytes, _sequential_kernels(f))]
+    failed = None
+    if split_kernels:
+        try:
+            with budget.stage("distributing the kernels where fusion loses"):
+                mixed = finish(distribute(prog, fused.base, fused.view, split_kernels, donor=unfused.base), fused.view)
+                tm = program_traffic(prog, mixed.tree, mixed.kernels, mixed.contracted, sizes).total_bytes
+            candidates.append(_Candidate(f"the distributed schedule ({len(split_kernels)} kernel(s) distributed: "
+                                         f"{len(mixed.kernels)} kernel(s))", mixed, tm, _sequential_kernels(mixed)))
+            notes.append(f"fusion='smart': distributed {len(split_kernels)} kernel(s): {len(mixed.kernels)} kernel(s), {tm} B")
+        except (IllegalTransformError, PolyfuseError, BudgetExhausted) as e:
+            failed = e
+            notes.append(f"fusion='smart': distributing failed ({e})")
+    candidates.append(_Candidate("fusion='min'", u, tu.total_bytes, _sequential_kernels(u)))
+    return _choose(candidates, notes, failed, split_kernels)
+
+
+def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | None,
+            split_kernels: Mapping[frozenset[str], list[tuple[str, ...]]]) -> tuple[Schedule, list[str]]:
+    """The best rated candidate no less parallel than the fused one (``candidates[0]``), with a warning
+    whenever it is not the cheapest, or distributing failed."""
+    fused = candidates[0]
+    allowed = [c for c in candidates if c.sequential <= fused.sequential]
+    chosen = min(allowed, key=lambda c: c.bytes)  # min() keeps the first of equals: fused, then distributed
+    cheapest = min(candidates, key=lambda c: c.bytes)
+    if chosen is fused:
+        apart: tuple[frozenset[str], ...] = ()
+        verdict = "kept the fused schedule"
+    elif chosen is candidates[-1]:
+        apart = tuple(frozenset(k.statements) for k in fused.schedule.kernels if len(k.statements) > 1)
+        verdict = "fusion loses: kept the unfused schedule"
+    else:
+        apart = tuple(split_kernels)
+        verdict = f"kept {chosen.label}"
+    line = f"fusion='smart': {verdict} ({chosen.bytes} B)"
+    worse = cheapest.bytes < chosen.bytes
+    if worse:
+        line += (f", although the model rates {cheapest.label} lower ({cheapest.bytes} B): it would run "
+                 f"{cheapest.sequential - chosen.sequential} more kernel(s) sequentially; pass fusion='min' to take it"
+                 if cheapest.sequential > chosen.sequential else f", although {cheapest.label} moves {cheapest.bytes} B")
+    if failed is not None:
+        line = (f"fusion='smart': distributing the kernels where fusion loses failed ({failed}); fell back to "
+                f"{chosen.label}, the better rated alternative ({chosen.bytes} B)")
+        if isinstance(failed, BudgetExhausted):
+            line += " (raise isl_budget= to allow more)"
+    if worse or failed is not None:
+        warn(line)
+    out = dataclasses.replace(chosen.schedule, fusion="smart")
+    out._lazy[APART_KEY] = apart
+    return out, notes + [line]
+
+
+def unrated(why: str) -> str:
+    """The note (and :class:`PolyfuseWarning`) when ``fusion="smart"`` could not rate its candidates."""
+    line = (f"fusion='smart': {why}; kept the fused schedule without rating it against fusion='min' "
+            "(raise isl_budget= to allow the comparison, or pass fusion='min')")
+    warn(line)
+    return line
 
 
 def _sequential_kernels(s: Schedule) -> int:
     return sum(1 for k in s.kernels if k.parallel_depth == 0)
 
 
-def distribute(prog: Program, base: isl.Schedule, view: DepView,
-               parts: Mapping[frozenset[str], list[tuple[str, ...]]]) -> isl.Schedule:
+def distribute(prog: Program, base: isl.Schedule, view: DepView, parts: Mapping[frozenset[str], list[tuple[str, ...]]],
+               donor: isl.Schedule | None = None) -> isl.Schedule:
     """``base`` with each kernel whose statements are a key of ``parts`` distributed into a sequence of
-    loop nests, one per statement group of ``parts[key]`` (in that order), all with the kernel's band; the
-    band flags are derived again (a distributed nest may be more parallel than the fused one)."""
+    loop nests, one per statement group of ``parts[key]`` (in that order).
+
+    Where ``donor`` (a tree of the same program) has a kernel outside every host loop for each group, and
+    the kernel of ``base`` is outside every host loop too, each group gets the donor's subtree (its own
+    loops); otherwise each group gets a copy of the kernel's band. Only the new subtrees are flagged again
+    (a distributed nest may be more parallel than the fused one); the rest of ``base`` keeps its flags.
+    """
+    subtrees = _top_level_kernels(donor) if donor is not None else {}
 
     def at_kernel(node: isl.ScheduleNode) -> isl.ScheduleNode:
         groups = parts.get(frozenset(statements_of(node)))
-        return node.insert_sequence(statement_filters(prog, groups)) if groups else node
+        if not groups:
+            return node
+        filters = statement_filters(prog, groups)
+        sources = [subtrees.get(frozenset(g)) for g in groups]
+        if node.get_schedule_depth() == 0 and all(s is not None for s in sources):
+            node = node.cut().insert_sequence(filters)
+            for k, source in enumerate(sources):
+                node = _copy_into(node.child(k).child(0), source).parent().parent()
+        else:
+            node = node.insert_sequence(filters)
+        return annotate(node, view)
 
-    tree = split(base.get_root(), at_kernel).get_schedule()
-    return annotate(tree.get_root(), view).get_schedule()
+    return split(base.get_root(), at_kernel).get_schedule()
+
+
+def _top_level_kernels(tree: isl.Schedule) -> dict[frozenset[str], isl.ScheduleNode]:
+    """The kernel roots of ``tree`` (as :func:`split` finds them) outside every band, by statements."""
+    found: dict[frozenset[str], isl.ScheduleNode] = {}
+
+    def record(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_schedule_depth() == 0:
+            found[frozenset(statements_of(node))] = node
+        return node
+
+    split(tree.get_root(), record)
+    return found
+
+
+def _copy_into(leaf: isl.ScheduleNode, source: isl.ScheduleNode) -> isl.ScheduleNode:
+    """The subtree at ``source`` (another tree) rebuilt at ``leaf``; returns the node at ``leaf``'s position.
+    Bands, sequences, sets, filters and marks are copied; anything else (extensions, guards) raises
+    :class:`PolyfuseError`, and the caller keeps the fused kernel."""
+    kind = source.get_type()
+    if kind == T.leaf:
+        return leaf
+    if kind == T.band:
+        node = leaf.insert_partial_schedule(source.band_get_partial_schedule())
+        node = node.band_set_permutable(source.band_get_permutable())
+        for k in range(source.band_n_member()):
+            node = node.band_member_set_coincident(k, source.band_member_get_coincident(k))
+        return _copy_into(node.child(0), source.child(0)).parent()
+    if kind in (T.sequence, T.set):
+        filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, source.n_children())
+        for k in range(source.n_children()):
+            filters = filters.add(source.child(k).filter_get_filter())
+        node = leaf.insert_sequence(filters) if kind == T.sequence else leaf.insert_set(filters)
+        for k in range(source.n_children()):
+            node = _copy_into(node.child(k).child(0), source.child(k).child(0)).parent().parent()
+        return node
+    if kind == T.filter:
+        return _copy_into(leaf.insert_filter(source.filter_get_filter()).child(0), source.child(0)).parent()
+    if kind == T.mark:
+        return _copy_into(leaf.insert_mark(source.mark_get_id()).child(0), source.child(0)).parent()
+    raise PolyfuseError(f"cannot copy a {kind} node of the unfused schedule")
