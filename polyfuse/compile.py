@@ -118,6 +118,7 @@ class Executable:
     def __init__(self, program: Program, target: str, options: Mapping[str, Any], tune: int = 0) -> None:
         self.program = program
         self.target = target
+        self._given = dict(options)  # as passed (params included): what a pickle rebuilds from
         self.options = {k: v for k, v in options.items() if k != "params"}
         self.tune = tune
         self._specialisations: dict[tuple[tuple[str, int], ...], tuple[Compiled, dict[str, np.ndarray]]] = {}
@@ -200,6 +201,11 @@ class Executable:
             else:
                 raise CodegenError(f"the generated code takes {arg.name!r}, which is neither an argument nor a temporary")
         return out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what it was compiled from: a process that loads it specialises again on first use
+        (the compiled libraries come from the on-disk cache, so no compiler runs)."""
+        return Executable, (self.program, self.target, self._given, self.tune)
 
     def __repr__(self) -> str:
         return f"<pf.Executable {self.program.name} target={self.target} specialisations={len(self._specialisations)}>"

@@ -44,7 +44,7 @@ def test_text_round_trips_to_an_equal_tree(prog, sizes):
     check_schedule(prog, tree)
     again = pf.schedule(prog, target="c", params=sizes, schedule=text)
     assert [k.statements for k in again.kernels] == [k.statements for k in sched.kernels]
-    assert again.to_text() == text
+    assert pf.load_schedule(again.to_text()).get_map().is_equal(tree.get_map())  # the same order again
     run_both(prog, text, **sizes)
 
 

@@ -18,6 +18,7 @@ import islpy as isl
 
 from polyfuse.errors import api_boundary
 from polyfuse.ir.expr import Expr
+from polyfuse.ir.pickling import fields_state, rebuild
 from polyfuse.ir.printer import format_program
 from polyfuse.types import DType, SizeExpr
 
@@ -187,6 +188,10 @@ class Program:
 
             self._cache["dependences"] = compute_dependences(self)
         return self._cache["dependences"]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled without ``_cache`` (compiled interpreters and analyses are recomputed on demand)."""
+        return rebuild, (type(self), fields_state(self))
 
     def __str__(self) -> str:
         return format_program(self)

@@ -44,6 +44,7 @@ from typing import Any, Callable, Mapping
 
 import islpy as isl
 
+from polyfuse.ir.pickling import fields_state, rebuild
 from polyfuse.ir.program import Program
 from polyfuse.schedule.text import schedule_text
 
@@ -209,6 +210,12 @@ class Schedule:
         from polyfuse.cost.traffic import traffic  # cost/ builds on this module
 
         return traffic(self, params)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its fusion decisions computed (``decide`` holds the dependence analysis) and the
+        base tree ``to_text`` prints; other lazy values are recomputed on demand."""
+        extra = {"decisions": self.decisions, **({BASE_KEY: self._lazy[BASE_KEY]} if BASE_KEY in self._lazy else {})}
+        return rebuild, (type(self), fields_state(self, drop=("decide",)), {"_lazy": extra})
 
     def __str__(self) -> str:
         return self.explain() + "\n" + str(self.tree.get_root())
