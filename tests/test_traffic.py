@@ -92,6 +92,7 @@ def test_model_equals_enumeration(prog, target, tile):
     kernel and array of the corpus (CUDA with shared_memory=0: the tree keeps no extension nodes, so the
     oracle can read the flat schedule order)."""
     params = {p: SMALL[p] for p in prog.params}
+    tile = tile[: max(s.domain.dim(isl.dim_type.set) for s in prog.statements)]  # no more sizes than loops
     sched = pf.schedule(prog, target=target, tile=tile, params=params, shared_memory=0 if target == "cuda" else 49152)
     report = sched.traffic()
     expected = enumerated_traffic(sched, params)

@@ -94,7 +94,8 @@ def _kernel_line(k: Kernel) -> str:
 
 
 def _extent(dims: tuple[int, ...]) -> str:
-    return "(" + ", ".join(map(str, dims)) + ")" if dims else "symbolic"
+    """``(8, 4)``; "symbolic" when the extents depend on sizes not given (stored as zeros)."""
+    return "(" + ", ".join(map(str, dims)) + ")" if dims and any(dims) else "symbolic (give --size)"
 
 
 def format_schedule_traffic(sched: Schedule) -> str | None:

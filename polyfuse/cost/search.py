@@ -92,7 +92,7 @@ class Candidate:
     def describe(self) -> str:
         sectors = f", {self.sector_bytes} B in sectors" if self.sector_bytes >= 0 else ""
         why = f" ({'; '.join(self.coalescing)})" if self.coalescing else ""
-        return (f"{'x'.join(map(str, self.sizes))}: {self.traffic_bytes} B{sectors}, {self.blocks} tiles, "
+        return (f"{'x'.join(map(str, self.sizes))}: {self.traffic_bytes} B{sectors}, {self.blocks} tile(s) in parallel, "
                 f"{self.staged_bytes} B staged per tile{'' if self.feasible else ' (over the limits)'}{why}")
 
 

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from pathlib import Path
 from pycparser import c_ast, c_generator, c_parser
 from pycparser.c_parser import ParseError
 
-from polyfuse.errors import SourceError
+from polyfuse.errors import PolyfuseWarning, SourceError, user_stacklevel
 
 TEXT_NAME = "<string>"
 ASSUME_FUNCTION = "__polyfuse_assume__"
@@ -306,6 +307,7 @@ def _parse(text: str, filename: str, lines: dict[str, list[str]]) -> c_ast.FileA
         reason = f"{before.group(1) or 'syntax error'} before `{before.group(2)}`" if before else reason
         if file == ASSUME_NAME and line > 1:  # the parser stopped after the condition: point at its end
             line, col = 1, len(lines[ASSUME_NAME][0])
+            reason = "the condition ends before its expression is complete"  # (not the `)` polyfuse put after it)
         src_lines = lines.get(file)
         source_line = (src_lines[line - 1] if src_lines and 0 < line <= len(src_lines) else linecache.getline(file, line)) or None
         raise SourceError(f"C syntax error: {reason}", filename=file, line=line, col=col, source_line=source_line) from None
@@ -365,6 +367,9 @@ def scop_region(unit: CUnit, fdef: c_ast.FuncDef) -> list[c_ast.Node]:
     has no pragma); both pragmas must be in the same block, once."""
     found = scop_pragmas(fdef.body)
     if not found:
+        warnings.warn(f"{unit.filename}: function `{fdef.decl.name}` has no `#pragma scop`: its whole body is read as the "
+                      "region to optimize (mark the region with #pragma scop ... #pragma endscop)", PolyfuseWarning,
+                      stacklevel=user_stacklevel())
         return list(fdef.body.block_items or [])
     starts = [f for f in found if f[2].string.split()[0] == "scop"]
     ends = [f for f in found if f[2].string.split()[0] == "endscop"]

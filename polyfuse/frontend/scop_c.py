@@ -89,11 +89,12 @@ def select_function(unit: CUnit, function: str | None) -> c_ast.FuncDef:
         return with_scop[0]
     if len(with_scop) > 1:
         raise SourceError(f"{unit.filename}: several functions hold a #pragma scop: "
-                          f"{', '.join(f.decl.name for f in with_scop)}; choose one with function=NAME")
+                          f"{', '.join(f.decl.name for f in with_scop)}; choose one: FILE::NAME on the command line, "
+                          "function=NAME in pf.from_c")
     if len(funcs) == 1:
         return funcs[0]
     raise SourceError(f"{unit.filename}: no function holds a #pragma scop and there is not exactly one function "
-                      f"(functions defined: {names}); choose one with function=NAME")
+                      f"(functions defined: {names}); choose one: FILE::NAME on the command line, function=NAME in pf.from_c")
 
 
 class _Var:

@@ -45,7 +45,7 @@ def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: Dep
         elif fusion in _POLICY:
             reason = _POLICY[fusion]
             blocker = _blocker(prog, "max", view, first, second)
-            if blocker:
+            if blocker and blocker != NO_LINK:
                 reason += f"; fusing them is also blocked by {blocker}"
         else:
             reason = _blocker(prog, fusion, view, first, second) or (
@@ -53,6 +53,9 @@ def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: Dep
             )
         out.append(FusionDecision(first, second, False, reason))
     return tuple(out)
+
+
+NO_LINK = "no dependence links them: they share no data to reuse, so they stay separate kernels"
 
 
 def describe(prog: Program, dep) -> str:
@@ -66,7 +69,7 @@ def _blocker(prog: Program, fusion: str, view: DepView, first, second) -> str | 
     inner = tuple(d for d in view.deps if {d.source, d.sink} <= set(first) or {d.source, d.sink} <= set(second))
     across = [d for d in view.deps if d.source in group and d.sink in group and d not in inner]
     if not across:
-        return "no dependence links them: independent loop nests stay separate kernels (no data to reuse)"
+        return NO_LINK
     if _fusable(prog, fusion, view, group, inner + tuple(across)):
         return None
     for d in across:

@@ -166,7 +166,8 @@ class Schedule:
         """For each pair of neighbouring kernels, why they were or were not fused."""
         lines = [f"schedule of {self.program.name}: {len(self.kernels)} kernel(s), fusion={self.fusion}, target={self.target}"]
         for k in self.kernels:
-            lines.append(f"  {k.name}: {', '.join(k.statements)}" + (f"  grid={k.grid} block={k.block}" if k.grid else ""))
+            launch = f"grid={k.grid} block={k.block}" if any(k.grid) else f"grid=(symbolic: sizes not given) block={k.block}"
+            lines.append(f"  {k.name}: {', '.join(k.statements)}" + (f"  {launch}" if k.grid else ""))
             if k.parallel_depth == 0:
                 lines.append(f"  {k.name}: sequential: {self._sequential_reason(k)}")
         for d in self.decisions:

@@ -90,15 +90,15 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
     sizes = {p: int((params or {}).get(p, REPRESENTATIVE_SIZE)) for p in prog.params}
     at = ", ".join(f"{k}={v}" for k, v in sizes.items())
     if any(p not in (params or {}) for p in prog.params):
-        at += " (representative sizes: no params given)"
+        at += f" (representative sizes: params= does not give them, so each is taken as {REPRESENTATIVE_SIZE}, a filter's extent too)"
     try:
         with budget.stage("the traffic comparison"):
             tf = program_traffic(prog, f.tree, f.kernels, f.contracted, sizes)
             tu = program_traffic(prog, u.tree, u.kernels, u.contracted, sizes)
     except (PolyfuseError, BudgetExhausted) as e:
         return f, [unrated(f"traffic not compared ({e})")]
-    notes = [f"fusion='smart' by traffic at {at}: fused ({len(f.kernels)} kernel(s)) {tf.total_bytes} B vs "
-             f"unfused ({len(u.kernels)} kernel(s)) {tu.total_bytes} B"]
+    notes = [f"fusion='smart' by traffic at {at}: maximal fusion ({len(f.kernels)} kernel(s)) {tf.total_bytes} B vs "
+             f"minimal fusion ({len(u.kernels)} kernel(s)) {tu.total_bytes} B"]
     split_kernels: dict[frozenset[str], list[tuple[str, ...]]] = {}
     for kf in f.kernels:
         parts = [ku for ku in u.kernels if set(ku.statements) <= set(kf.statements)]
