@@ -26,7 +26,7 @@ from polyfuse.codegen.ast import PythonDialect, StatementCall, build_ast, expr_t
 from polyfuse.errors import CodegenError, PolyfuseError, api_boundary
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
 from polyfuse.ir.program import Program
-from polyfuse.runtime.args import bind
+from polyfuse.runtime.args import bind, gather
 from polyfuse.types import DTYPES, DType
 
 CACHE_KEY = "reference"
@@ -37,18 +37,20 @@ _INFIX = {"+", "-", "*", "/", "//", "%", "&", "|", "^", "<<", ">>"}
 
 @dataclass(frozen=True, eq=False)
 class Interpreter:
-    """A program compiled to Python: call it with the program's arguments as keywords.
+    """A program compiled to Python: call it like a compiled executable (``pf.reference(prog)(a, b)`` or by
+    keyword; outputs not passed are allocated, and the written arrays are returned).
 
     ``source`` is the generated Python function (print it to see what runs); outputs are written in place
-    into the arrays passed; nothing is returned.
+    into the arrays passed.
     """
 
     program: Program
     source: str
     function: Callable[..., None]
 
-    def __call__(self, **kwargs: Any) -> None:
-        bound = bind(self.program, kwargs)
+    @api_boundary
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        bound = bind(self.program, gather(self.program, args, kwargs), allocate=True)
         arrays: dict[str, np.ndarray] = {}
         for name, value in bound.arrays.items():
             if self.program.arrays[name].role == "input":
@@ -60,6 +62,7 @@ class Interpreter:
                 arrays[a.name] = np.zeros(a.concrete_shape(bound.sizes), a.dtype.numpy)
         with np.errstate(all="ignore"):
             self.function(bound.sizes, arrays, bound.scalars)
+        return bound.returned
 
     def __repr__(self) -> str:
         return f"<pf.reference {self.program.name}>"
