@@ -145,6 +145,7 @@ def test_generated_code_is_readable():
         "        for (int64_t c0 = 0; c0 < N; c0 += 1) {\n"
         "            for (int64_t c1 = 0; c1 < M; c1 += 1) {\n"
         "                acc = 0.0f;  /* S0 */\n"
+        "                #pragma omp simd reduction(+:acc)\n"  # (reassociate=True, the default)
         "                for (int64_t c2 = 0; c2 < K; c2 += 1) {\n"
         "                    acc += A[c0 * K + c2] * B[c2 * M + c1];  /* S1 */\n"
     )

@@ -323,6 +323,10 @@ class _CPrinter:
             private = sorted(self.usage.per_loop.get(loop, set()) - self.function_scalars)
             collapse = " collapse(2)" if not private and self._collapsible(node, it) else ""
             lines.append(f"{pad}#pragma omp parallel for schedule(static){collapse}")
+        elif not node.for_is_degenerate() and self.sched.reassociate:
+            reductions = self._simd_reductions(node.for_get_body())
+            if reductions:
+                lines.append(f"{pad}#pragma omp simd " + " ".join(f"reduction({op}:{name})" for op, name in reductions))
         if node.for_is_degenerate():
             lines.append(f"{pad}{{")
             lines.append(f"{pad}{INDENT}const {INDEX_TYPE} {it} = {init};")
@@ -334,6 +338,33 @@ class _CPrinter:
         lines += self._node(node.for_get_body(), body_depth, None if is_parallel else self._through_degenerate(node, parallel))
         lines.append(f"{pad}}}")
         return lines
+
+    def _simd_reductions(self, body: isl.AstNode) -> list[tuple[str, str]]:
+        """``(operator, scalar)`` for each local scalar that the innermost loop with this body reduces
+        into (``s += ...`` or ``s = max(s, ...)``), when nothing else in the body reads it: such a loop is
+        printed with ``#pragma omp simd reduction(...)``, so the compiler may keep one partial result per
+        SIMD lane and combine them at the end (a reassociation: only with ``reassociate=True``)."""
+        nodes = list(_children(body)) if body.get_type() == isl.ast_node_type.block else [body]
+        if not nodes or any(n.get_type() != isl.ast_node_type.user for n in nodes):
+            return []
+        stmts = [statement_call(n).statement for n in nodes]
+        found: dict[str, str] = {}
+        for st in stmts:
+            name = st.write.array
+            if name not in self.local_scalars or not self.program.arrays[name].dtype.is_float:
+                continue
+            if st.op == "+=":
+                found[name] = "+"
+            elif st.op == "=" and isinstance(st.value, Binary) and st.value.op in ("max", "min") and any(
+                    isinstance(side, Read) and st.accesses[side.access].array == name for side in (st.value.lhs, st.value.rhs)):
+                found[name] = st.value.op
+        for st in stmts:
+            for k, acc in enumerate(st.accesses):
+                if acc.array in found and not (k == st.target or _own_update(st, k)):
+                    found.pop(acc.array)
+            if st.write.array in found and sum(1 for other in stmts if other.write.array == st.write.array) > 1:
+                found.pop(st.write.array)
+        return sorted((op, name) for name, op in found.items())
 
     def _collapsible(self, node: isl.AstNode, it: str) -> bool:
         """Whether the parallel loop ``node`` and the loop right inside it may share one OpenMP loop
@@ -453,6 +484,14 @@ def _collapsible_iterators(tree: isl.Schedule, iterators: Sequence[str]) -> froz
 
     tree.get_root().foreach_descendant_top_down(visit)
     return frozenset(found)
+
+
+def _own_update(stmt, k: int) -> bool:
+    """Whether access ``k`` of ``stmt`` is the read of its own target in ``s = max(s, x)``."""
+    v = stmt.value
+    return (stmt.op == "=" and isinstance(v, Binary) and v.op in ("max", "min")
+            and any(isinstance(side, Read) and side.access == k for side in (v.lhs, v.rhs))
+            and stmt.accesses[k].array == stmt.write.array)
 
 
 def _expr_ids(expr: isl.AstExpr) -> set[str]:

@@ -34,6 +34,7 @@ from polyfuse.schedule.bands import DepView
 from polyfuse.schedule.deps import dependences_of
 from polyfuse.schedule.explain import decisions
 from polyfuse.schedule.mapping import Mapper, split
+from polyfuse.schedule.microtile import count_microtiles, distribute_contractions
 from polyfuse.schedule.model import BASE_KEY, Schedule
 from polyfuse.schedule.movement import data_movement
 from polyfuse.schedule.privatize import contract, temporaries
@@ -58,6 +59,7 @@ def schedule(
     cache_bytes: int = 262144,
     isl_budget: int | None = DEFAULT_ISL_BUDGET,
     tile_search: TileSearch | None = None,
+    reassociate: bool = True,
 ) -> Schedule:
     """Schedule ``prog`` for ``target`` (``"c"`` or ``"cuda"``).
 
@@ -77,7 +79,10 @@ def schedule(
     :class:`PolyfuseWarning` and a note, so compile time is bounded for any program. An explicit
     ``schedule`` that runs out raises :class:`PolyfuseError` instead (it is never replaced silently).
     ``tile_search``: the :class:`TileSearch` to use for ``"auto"`` tiles (made here when ``None``); the
-    autotuner passes its own to read the ranked candidates afterwards.
+    autotuner passes its own to read the ranked candidates afterwards. ``reassociate``: whether float
+    reductions may be reassociated and contracted (fused multiply-add, SIMD lanes and threads summing
+    partial results); ``False`` keeps the source order of every operation exactly (see
+    ``docs/architecture.md``, "Reductions and reassociation").
     """
     if target not in TARGETS:
         raise PolyfuseError(f"unknown target {target!r} for pf.schedule; expected one of {', '.join(TARGETS)}")
@@ -126,7 +131,20 @@ def schedule(
             policy = budget.fall_back(policy, e, stage=True)
     notes = budget.notes + notes
     decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best)) if view is not None else None  # on first explain()
-    return _keep_base(best, decide=decide, notes=tuple(notes))
+    return _keep_base(best, decide=decide, notes=tuple(notes), reassociate=bool(reassociate))
+
+
+def _map_and_check(prog, base, view, target, tile, params, search, microtiles: bool, cache_bytes: int | None = None):
+    """Host/kernel split, tiling and mapping, contraction of temporaries, and the legality check."""
+    mapper = Mapper(prog, target, tile, params, choose=search, microtiles=microtiles, cache_bytes=cache_bytes)
+    tree = split(base.get_root(), mapper).get_schedule()
+    kernels = tuple(mapper.kernels)
+    privatized = contract(prog, tree, kernels, view)
+    check_schedule(prog, tree, privatized)
+    for k in kernels:
+        if k.thread is not None:
+            check_parallel(prog, k.domain, k.outer, k.thread, privatized)
+    return tree, kernels, privatized
 
 
 def _keep_base(sched: Schedule, **changes) -> Schedule:
@@ -215,20 +233,29 @@ def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, 
     def finish(base: isl.Schedule, view: DepView) -> Schedule:
         return _finish(prog, base, view, target, "smart", tile, params, search, limits)[0]
 
-    return smart_by_traffic(prog, fused, unfused, finish, budget, params)
+    chosen, notes = smart_by_traffic(prog, fused, unfused, finish, budget, params)
+    if target == "c":  # a contraction is compute-bound: losing its register micro-tile costs more than bytes
+        lost = count_microtiles(unfused.schedule) - count_microtiles(chosen)
+        if lost > 0:
+            return unfused.schedule, notes + [
+                f"fusion='smart': the fused schedule loses the register micro-tile of {lost} contraction(s) "
+                "that minimal fusion keeps (their time is arithmetic, not bytes): took minimal fusion"]
+    return chosen, notes
 
 
 def _finish(prog, base, view, target, fusion, tile, params, search, limits) -> tuple[Schedule, list[str]]:
     if search is not None:
         search.log = []
-    mapper = Mapper(prog, target, tile, params, choose=search)
-    tree = split(base.get_root(), mapper).get_schedule()
-    kernels = tuple(mapper.kernels)
-    privatized = contract(prog, tree, kernels, view)
-    check_schedule(prog, tree, privatized)
-    for k in kernels:
-        if k.thread is not None:
-            check_parallel(prog, k.domain, k.outer, k.thread, privatized)
+    mapped = None
+    if target == "c":  # register micro-tiles for contractions, kept only where the whole tree stays legal
+        try:
+            mapped = _map_and_check(prog, distribute_contractions(prog, base, view), view, target, tile, params, search, True,
+                                    limits.cache_bytes)
+        except IllegalTransformError:
+            mapped = None
+    if mapped is None:
+        mapped = _map_and_check(prog, base, view, target, tile, params, search, False)
+    tree, kernels, privatized = mapped
     if target == "cuda":  # one block per row where rows reduce into per-row values (checked inside)
         tree, kernels, privatized = cooperative_rows(prog, tree, kernels, privatized, view, params)
     final = tuple(k.kernel for k in kernels)

@@ -33,6 +33,7 @@ from polyfuse.schedule.bands import T, member_map, prefix_through
 from polyfuse.schedule.interchange import stride_one_innermost
 from polyfuse.schedule.microtile import find_contraction, micro_tile
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
+from polyfuse.schedule.rowwise import row_members, rows_first
 from polyfuse.schedule.tiling import sizes_for, tile_band
 
 
@@ -100,8 +101,11 @@ class Mapper:
         if node.get_type() == T.band and node.band_member_get_coincident(0):
             n_par = _leading_parallel(node)
             micro = self._micro(node, stmts) if self.target == "c" else None
+            n_rows = row_members(self.prog, node) if self.target == "c" and micro is None and self.microtiles and _auto(self.tile, stmts) else 0
             if micro is not None:
                 node, sizes = micro
+            elif n_rows:
+                node, sizes = rows_first(self.prog, node, n_rows), ()
             else:
                 sizes = sizes_for(self.tile, self.target, stmts, node.band_n_member(), n_par)
                 if self.choose is not None and _auto(self.tile, stmts):

@@ -150,6 +150,7 @@ class Schedule:
     decide: Callable[[], tuple[FusionDecision, ...]] | None = field(default=None, repr=False)
     notes: tuple[str, ...] = ()
     promotion: Promotion | None = None
+    reassociate: bool = True  # float reductions may be reassociated / contracted (``pf.schedule(reassociate=)``)
     _lazy: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -1,0 +1,174 @@
+"""Row-wise kernels on the C target: one row at a time, in L1, with the row's reductions in registers.
+
+softmax, log-softmax, layernorm, rmsnorm and every row reduction feeding elementwise work are kernels
+whose statements all start with the same *row* iterators (``i0`` of ``x[i0, i1]``) and have at most one
+more, walked within the row. isl's fused schedule tiles such a kernel as 256 rows x the whole row and
+makes three passes over the tile, which does not fit L2, and leaves the per-row maxima and sums in
+global temporaries. :func:`rows_first` rebuilds the kernel's tree as::
+
+    band (row members, parallel) -> sequence of groups -> band (the inner iterator) -> sequence of statements
+
+in source order, where consecutive statements share one inner loop when every dependence between them
+goes forward along it (``exp(x - max)`` and ``sum += exp`` share one; ``max`` and ``exp(x - max)``
+cannot). Each row's values then live from one statement to the next inside one iteration of the
+parallel loop, so contraction (``privatize.py``) turns the per-row temporaries into scalars, and the C
+printer gives each inner reduction loop ``#pragma omp simd reduction`` when ``reassociate`` allows it.
+``pf.schedule`` re-checks the whole tree for legality and keeps the ordinary tiling when it fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import islpy as isl
+
+from polyfuse.ir.program import Program
+from polyfuse.schedule.bands import T, statement_filters
+from polyfuse.schedule.deps import dependences_of
+from polyfuse.schedule.microtile import access_coefficients
+
+
+def row_members(prog: Program, node: isl.ScheduleNode) -> int:
+    """How many leading members of the band at ``node`` are row members: parallel, and equal to the
+    statement's iterator of the same position for every statement. 0 when the kernel is not row-wise:
+    fewer than two statements, no reduction within a row, or some statement with more than one
+    iterator beyond the rows."""
+    if node.get_type() != T.band:
+        return 0
+    names = _statements(node)
+    stmts = [prog.statement(s) for s in names]
+    if len(stmts) < 2:
+        return 0
+    n = 0
+    while n < node.band_n_member() and node.band_member_get_coincident(n) and _identity_member(node, n, names):
+        n += 1
+    if n == 0 or any(s.depth > n + 1 or s.depth < n for s in stmts):
+        return 0
+    if not any(s.depth == n + 1 and _invariant_along(s, n) for s in stmts):
+        return 0  # no reduction within a row: elementwise kernels keep their 2-D tiles
+    return n
+
+
+def rows_first(prog: Program, node: isl.ScheduleNode, n_rows: int) -> isl.ScheduleNode:
+    """The kernel band at ``node`` rebuilt as described in the module docstring; returns the row band."""
+    names = sorted(_statements(node), key=lambda s: prog.statements.index(prog.statement(s)))
+    groups = _groups(prog, _hoist_row_statements(prog, names, n_rows), n_rows)
+    if n_rows < node.band_n_member():
+        node = node.band_split(n_rows)
+    if node.n_children() == 1 and node.child(0).get_type() != T.leaf:
+        node = node.child(0).cut().parent()
+    node = node.child(0).insert_sequence(statement_filters(prog, groups))
+    for k, group in enumerate(groups):
+        child = node.child(k).child(0)
+        if prog.statement(group[0]).depth == n_rows + 1:
+            child = child.insert_partial_schedule(_inner_member(prog, group, n_rows))
+            child = child.band_set_permutable(1)
+            if len(group) > 1:
+                child = child.child(0).insert_sequence(statement_filters(prog, [[s] for s in group])).parent()
+            node = child.parent().parent()
+        elif len(group) > 1:
+            node = child.insert_sequence(statement_filters(prog, [[s] for s in group])).parent().parent()
+        else:
+            node = child.parent().parent()
+    return node.parent()
+
+
+def _hoist_row_statements(prog: Program, names: Sequence[str], n_rows: int) -> list[str]:
+    """Source order, with each statement that has no inner loop (an accumulator's initialisation) moved
+    up to just after the last statement it depends on, so that it does not split two inner loops that
+    could be fused (``sum = 0`` between ``y = exp(x - max)`` and ``sum += y``)."""
+    order: list[str] = []
+    for s in names:
+        if prog.statement(s).depth != n_rows:
+            order.append(s)
+            continue
+        linked = {d.source for d in dependences_of(prog) if d.sink == s} | {d.sink for d in dependences_of(prog) if d.source == s}
+        last = max((k for k, t in enumerate(order) if t in linked), default=-1)
+        order.insert(last + 1, s)
+    return order
+
+
+def _groups(prog: Program, names: Sequence[str], n_rows: int) -> list[list[str]]:
+    """Consecutive statements of the same depth, split where fusing the inner loop would run a sink
+    before its source."""
+    groups: list[list[str]] = []
+    for s in names:
+        if groups and prog.statement(groups[-1][0]).depth == prog.statement(s).depth and all(
+                _fusable(prog, a, s, n_rows) for a in groups[-1]):
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+    return groups
+
+
+def _fusable(prog: Program, a: str, b: str, n_rows: int) -> bool:
+    depth = prog.statement(a).depth
+    if depth == n_rows:
+        return True  # no inner loop: statements run in source order within the row
+    for d in dependences_of(prog):
+        if {d.source, d.sink} != {a, b} or d.source == d.sink:
+            continue
+        rel = d.relation
+        space = rel.get_space()
+        backward = isl.Map.universe(space)
+        for m in range(n_rows):
+            backward = backward.add_constraint(_eq(space, m))
+        backward = backward.add_constraint(_later(space, n_rows))  # source's inner iterator > sink's
+        if not rel.intersect(backward).is_empty():
+            return False
+    return True
+
+
+def _eq(space: isl.Space, m: int) -> isl.Constraint:
+    c = isl.Constraint.equality_alloc(isl.LocalSpace.from_space(space))
+    return c.set_coefficient_val(isl.dim_type.in_, m, 1).set_coefficient_val(isl.dim_type.out, m, -1)
+
+
+def _later(space: isl.Space, k: int) -> isl.Constraint:
+    c = isl.Constraint.inequality_alloc(isl.LocalSpace.from_space(space))  # in_k - out_k - 1 >= 0
+    c = c.set_coefficient_val(isl.dim_type.in_, k, 1).set_coefficient_val(isl.dim_type.out, k, -1)
+    return c.set_constant_val(isl.Val.int_from_si(space.get_ctx(), -1))
+
+
+def _inner_member(prog: Program, group: Sequence[str], n_rows: int) -> isl.MultiUnionPwAff:
+    params = prog.context.get_space().get_var_names(isl.dim_type.param)
+    pieces = []
+    for s in group:
+        its = prog.statement(s).iterators
+        pieces.append(f"{s}[{', '.join(its)}] -> [({its[n_rows]})]")
+    return isl.MultiUnionPwAff(f"[{', '.join(params)}] -> [{{ {'; '.join(pieces)} }}]")
+
+
+def _invariant_along(stmt, k: int) -> bool:
+    """Whether the element ``stmt`` writes does not move with its iterator ``k`` (a reduction along it)."""
+    coeffs = access_coefficients(stmt.write.relation)
+    return coeffs is not None and stmt.depth > k and not any(c[0][k] for c in coeffs)
+
+
+def _identity_member(node: isl.ScheduleNode, m: int, names: Sequence[str]) -> bool:
+    upa = node.band_get_partial_schedule().get_union_pw_aff(m)
+    pieces: list[isl.PwAff] = []
+    upa.foreach_pw_aff(pieces.append)
+    if len(pieces) != len(names):
+        return False
+    for pa in pieces:
+        affs: list[isl.Aff] = []
+        pa.foreach_piece(lambda _s, a: affs.append(a))
+        if len(affs) != 1:
+            return False
+        aff = affs[0]
+        if aff.dim(isl.dim_type.div) or not aff.get_constant_val().is_zero():
+            return False
+        for k in range(aff.dim(isl.dim_type.in_)):
+            want = 1 if k == m else 0
+            if aff.get_coefficient_val(isl.dim_type.in_, k).to_python() != want:
+                return False
+        if any(not aff.get_coefficient_val(isl.dim_type.param, p).is_zero() for p in range(aff.dim(isl.dim_type.param))):
+            return False
+    return True
+
+
+def _statements(node: isl.ScheduleNode) -> list[str]:
+    names: list[str] = []
+    node.get_domain().foreach_set(lambda s: names.append(s.get_tuple_name()))
+    return names
