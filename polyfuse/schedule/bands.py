@@ -155,18 +155,26 @@ class DepView:
             self._unions[key] = out
         return self._unions[key]
 
-    def privatizable(self, prefix: isl.MultiUnionPwAff) -> frozenset[str]:
-        """The temporaries whose every flow dependence stays inside one iteration of ``prefix``."""
+    def privatizable(self, prefix: isl.MultiUnionPwAff, among: frozenset[str] | None = None) -> frozenset[str]:
+        """The temporaries (of ``among``, default all) whose every flow dependence stays inside one
+        iteration of ``prefix``."""
         out = []
-        for x in self.temps:
+        for x in self.temps if among is None else self.temps & among:
             flow = self.union(("flow",), (x,))
             if flow.is_subset(flow.eq_at_multi_union_pw_aff(prefix)):
                 out.append(x)
         return frozenset(out)
 
     def constraining(self, prefix_full: isl.MultiUnionPwAff) -> isl.UnionMap:
-        """The dependences that still constrain a loop whose full prefix is ``prefix_full``."""
-        free = self.privatizable(prefix_full)
+        """The dependences that still constrain a loop whose full prefix is ``prefix_full``.
+
+        Only the temporaries with an anti or output dependence between two statements under the prefix
+        are asked about: the dependences of the others never link two instances of the band (the callers
+        keep only those), so whether they are privatised changes nothing, and the question is costly."""
+        names: set[str] = set()
+        prefix_full.domain().foreach_set(lambda st: names.add(st.get_tuple_name()))
+        here = frozenset(d.array for d in self.deps if d.kind != "flow" and d.source in names and d.sink in names)
+        free = self.privatizable(prefix_full, here)
         return self.union(("flow",)).union(self.union(("anti", "output"), exclude=free))
 
 
