@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from polyfuse import progress
 from polyfuse.codegen import codegen
 from polyfuse.codegen.code import Code
 from polyfuse.errors import CodegenError, PolyfuseError, RuntimeUnavailable, api_boundary
@@ -98,11 +99,17 @@ STAGES: tuple[tuple[str, Callable[..., Any]], ...] = (
 """The pipeline, in order: (stage name, function of the values computed so far)."""
 
 
+STEP_LABELS = {"frontend": "reading the program", "dependences": "dependence analysis", "schedule": "scheduling",
+               "codegen": "code generation", "load": "compiling the code"}
+"""What a progress line says each stage is doing (:mod:`polyfuse.progress`)."""
+
+
 def run_pipeline(program: Program, target: str, options: Mapping[str, Any], sizes: Mapping[str, int]) -> Compiled:
     """Run every stage of :data:`STAGES` for ``program`` at ``sizes`` (empty: symbolic sizes)."""
     values: dict[str, Any] = {"source": program, "target": target, "options": dict(options), "sizes": dict(sizes)}
     names = {"frontend": "program", "dependences": "dependences", "schedule": "schedule", "codegen": "code", "load": "function"}
     for stage, run in STAGES:
+        progress.step(STEP_LABELS[stage] if stage != "load" else ("nvcc" if target == "cuda" else "the C compiler"))
         values[names[stage]] = run(**values)
     return Compiled(values["program"], values["dependences"], values["schedule"], values["code"], values["function"], dict(sizes))
 
@@ -178,6 +185,7 @@ class Executable:
             entry = self._specialisations[key] = (compiled, temporaries)
         return entry
 
+    @progress.reported("compiling")
     def _build(self, sizes: Mapping[str, int]) -> Compiled:
         if not self.tune:
             return run_pipeline(self.program, self.target, self.options, sizes)

@@ -10,12 +10,14 @@ one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import warnings
 from collections.abc import Sequence
 from importlib import metadata
 
+from polyfuse import progress
 from polyfuse.cli import inspection, running, scheduling
 from polyfuse.cli.commands import REGISTRY
 from polyfuse.errors import PolyfuseError, PolyfuseWarning
@@ -34,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="print whole error messages (source line and caret)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print no warnings or progress on stderr (errors still)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print no warnings or progress lines on stderr (errors still); progress shows on a terminal only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for cmd in REGISTRY.values():
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
@@ -53,9 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse: --help (0) or bad usage (2)
         return int(e.code or 0)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.ExitStack() as stack:
             if args.quiet:
                 warnings.simplefilter("ignore", PolyfuseWarning)
+                stack.enter_context(progress.silenced())
             else:
                 warnings.simplefilter("always", PolyfuseWarning)
                 warnings.showwarning = _show_warning

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from polyfuse import progress
 from polyfuse.cli.commands import add_target_argument, command
 from polyfuse.cli.loading import load
 from polyfuse.cli.options import add_schedule_options, all_sizes, compile_options, positive
@@ -52,6 +53,11 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
 @command("run", "compile and run a program on random inputs: --check against pf.reference, median time", configure=_run_arguments)
 def run(args: argparse.Namespace) -> int:
     program = load(args)
+    with progress.task(f"run {program.name}"):
+        return _run(args, program)
+
+
+def _run(args: argparse.Namespace, program: Program) -> int:
     sizes = all_sizes(args, program)
     inputs = random_arguments(program, sizes, np.random.default_rng(args.seed))
     started = time.perf_counter()
@@ -65,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         _check(program, exe, inputs)
     times = []
-    for _ in range(args.repeat):
+    for k in range(args.repeat):
+        progress.step(f"timed run {k + 1} of {args.repeat}")
         values = _copy(inputs)
         started = time.perf_counter()
         exe(**values)
@@ -99,7 +106,9 @@ def _copy(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def _check(program: Program, exe, inputs: Mapping[str, Any]) -> None:
     got, want = _copy(inputs), _copy(inputs)
+    progress.step("--check: the compiled program")
     exe(**got)
+    progress.step("--check: pf.reference (the sequential interpreter; slow at large sizes)")
     reference(program)(**want)
     failed = []
     for name in program.arguments:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 
 import islpy as isl
 
+from polyfuse import progress
 from polyfuse.analysis.legality import check_parallel, check_schedule
 from polyfuse.cost.search import Limits, TileSearch  # noqa: E402 (cost/ builds on the modules above)
 from polyfuse.errors import IllegalTransformError, PolyfuseError, api_boundary
@@ -48,6 +49,7 @@ TARGETS = ("c", "cuda")
 
 
 @api_boundary
+@progress.reported("scheduling")
 def schedule(
     prog: Program,
     target: str = "c",

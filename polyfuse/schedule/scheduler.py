@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
+from polyfuse import progress
 from polyfuse.analysis.legality import padded_schedule_map
 from polyfuse.errors import PolyfuseError, PolyfuseWarning, user_stacklevel
 from polyfuse.ir.program import Program
@@ -140,6 +141,7 @@ class IslBudget:
         bounded number of stages. An isl call past the limit fails; the stage raises
         :class:`BudgetExhausted` for it (whatever the code in between made of the failure).
         """
+        progress.step(f"{what} (isl budget: {self.stage_operations or 'unbounded'} operations)")
         ctx = isl.DEFAULT_CONTEXT
         saved = ctx.get_max_operations()
         ctx.set_max_operations(self.stage_operations)
