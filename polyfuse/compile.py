@@ -122,8 +122,10 @@ class Executable:
     of the most recent call, else of a symbolic (size-generic) compilation made on first access.
     """
 
-    def __init__(self, program: Program, target: str, options: Mapping[str, Any], tune: int = 0) -> None:
+    def __init__(self, program: Program, target: str, options: Mapping[str, Any], tune: int = 0,
+                 threads: int | None = None) -> None:
         self.program = program
+        self.threads = threads  # C: OpenMP threads for every call (None: OpenMP's default)
         self.target = target
         self._given = dict(options)  # as passed (params included): what a pickle rebuilds from
         self.options = {k: v for k, v in options.items() if k != "params"}
@@ -148,7 +150,11 @@ class Executable:
         bound = self._binder(args, kwargs)
         compiled, temporaries = self._get(bound.key)
         self._latest = compiled
-        compiled.function(*self._values(compiled.code, bound, temporaries))
+        values = self._values(compiled.code, bound, temporaries)
+        if self.threads and self.target == "c":
+            cpu.call_with_threads(compiled.function, values, self.threads)
+        else:
+            compiled.function(*values)
         return bound.returned
 
     @api_boundary
@@ -213,14 +219,15 @@ class Executable:
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as what it was compiled from: a process that loads it specialises again on first use
         (the compiled libraries come from the on-disk cache, so no compiler runs)."""
-        return Executable, (self.program, self.target, self._given, self.tune)
+        return Executable, (self.program, self.target, self._given, self.tune, self.threads)
 
     def __repr__(self) -> str:
         return f"<pf.Executable {self.program.name} target={self.target} specialisations={len(self._specialisations)}>"
 
 
 @api_boundary
-def compile(program: Program, target: str = "auto", tune: int | None = None, **schedule_options: Any) -> Executable:  # noqa: A001
+def compile(program: Program, target: str = "auto", tune: int | None = None, threads: int | None = None,  # noqa: A001
+            **schedule_options: Any) -> Executable:
     """Compile ``program`` for ``target`` (``"c"``, ``"cuda"`` or ``"auto"``).
 
     ``schedule_options`` are those of :func:`polyfuse.schedule.schedule`: ``fusion``, ``tile``, ``schedule``
@@ -232,6 +239,10 @@ def compile(program: Program, target: str = "auto", tune: int | None = None, **s
     same key times nothing). Tuning replaces ``tile`` (leave it ``"auto"``). CUDA needs a usable GPU
     (:class:`RuntimeUnavailable` otherwise); on C the candidates are timed on the CPU. ``"auto"`` resolves
     first, so without a GPU it tunes the C code.
+
+    ``threads`` (C): the number of OpenMP threads every call runs with (``None``: OpenMP's default,
+    ``OMP_NUM_THREADS`` or every core); the calling thread's own setting is restored after each call.
+    ``reassociate`` (default ``True``): see :func:`polyfuse.schedule.schedule`.
     """
     if not isinstance(program, Program):
         raise PolyfuseError(f"pf.compile expects a pf.Program (a @pf.program function), got {type(program).__name__}")
@@ -245,4 +256,6 @@ def compile(program: Program, target: str = "auto", tune: int | None = None, **s
         if schedule_options.get("tile", "auto") != "auto":
             raise PolyfuseError(f"tune={k} chooses the tile sizes itself: leave tile='auto' (got tile={schedule_options['tile']!r})")
         tuning.require_device(resolved)
-    return Executable(program, resolved, schedule_options, k)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise PolyfuseError(f"threads= must be a positive int (or None for OpenMP's default), not {threads!r}")
+    return Executable(program, resolved, schedule_options, k, threads)

@@ -34,17 +34,15 @@ def parse(*argv):
 
 SCHEDULE_TAKES = set(inspect.signature(pf.schedule).parameters)
 needs_reassociate = pytest.mark.skipif("reassociate" not in SCHEDULE_TAKES, reason="pf.schedule has no reassociate= yet")
-needs_threads = pytest.mark.skipif("threads" not in SCHEDULE_TAKES, reason="pf.schedule has no threads= yet")
 
 
 @needs_reassociate
-@needs_threads
 def test_option_values_become_keyword_arguments():
     args = parse("--tile", "S0:32,32", "--tile", "S1:64", "--isl-budget", "none", "--no-reassociate", "--threads", "2")
-    assert schedule_options(args, {"N": 8}) == {
-        "fusion": "smart", "tile": {"S0": (32, 32), "S1": (64,)}, "params": {"N": 8},
-        "isl_budget": None, "reassociate": False, "threads": 2,
-    }
+    expected = {"fusion": "smart", "tile": {"S0": (32, 32), "S1": (64,)}, "params": {"N": 8},
+                "isl_budget": None, "reassociate": False}
+    assert schedule_options(args, {"N": 8}) == expected
+    assert compile_options(args, {"N": 8}) == {**expected, "threads": 2}  # threads: a pf.compile option
 
 
 def test_plain_option_values():

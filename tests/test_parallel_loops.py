@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 import polyfuse as pf
 
@@ -70,3 +71,28 @@ def test_two_parallel_tile_loops_are_collapsed():
     prog = g.build(c=a @ b)
     text = pf.codegen(pf.schedule(prog, target="c", params={"M": 64, "K": 64, "N": 512})).text
     assert any("collapse(2)" in pragma for pragma, _ in _omp_loops(text))
+
+
+def test_threads_option_sets_the_count_for_the_call_and_restores_it():
+    from polyfuse.runtime import cpu
+
+    g = pf.Graph("ew1")
+    x = g.input("x", (H, W), pf.f32)
+    exe = pf.compile(g.build(y=pf.ops.exp(x)), target="c", threads=1)
+    xv = np.linspace(-1, 1, 12 * 5, dtype=np.float32).reshape(12, 5)
+    np.testing.assert_allclose(exe(xv), np.exp(xv), rtol=1e-6)
+    function = exe.compiled.function
+    lib = function.library
+    before = lib.omp_get_max_threads()
+    seen = []
+
+    class Probe:  # stands for the compiled function: records OpenMP's count while it runs
+        library = lib
+
+        def __call__(self, *values):
+            seen.append(lib.omp_get_max_threads())
+
+    cpu.call_with_threads(Probe(), [], 3)
+    assert seen == [3] and lib.omp_get_max_threads() == before
+    with pytest.raises(pf.PolyfuseError, match="threads= must be a positive int"):
+        pf.compile(g.build(y=pf.ops.exp(x)), target="c", threads=0)

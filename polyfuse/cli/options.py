@@ -155,12 +155,10 @@ def schedule_options(args: argparse.Namespace, params: Mapping[str, int]) -> dic
         out["isl_budget"] = args.isl_budget
     if args.reassociate is not None:
         out["reassociate"] = args.reassociate
-    if getattr(args, "threads", None) is not None:
-        out["threads"] = args.threads
     if getattr(args, "schedule", None):
         out["schedule"] = _read(args.schedule)
     accepted = inspect.signature(schedule_program).parameters
-    for option, flag in (("reassociate", "--[no-]reassociate"), ("threads", "--threads")):
+    for option, flag in (("reassociate", "--[no-]reassociate"),):
         if option in out and option not in accepted:
             raise PolyfuseError(f"{flag}: this polyfuse's pf.schedule has no {option}= option")
     return out
@@ -171,6 +169,8 @@ def compile_options(args: argparse.Namespace, params: Mapping[str, int]) -> dict
     out = schedule_options(args, params)
     if getattr(args, "tune", None):
         out["tune"] = args.tune
+    if getattr(args, "threads", None) is not None:
+        out["threads"] = args.threads  # a pf.compile option: how many OpenMP threads each call runs with
     return out
 
 

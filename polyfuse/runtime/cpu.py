@@ -137,6 +137,18 @@ class CFunction:
         self.function(*(conv(v) for conv, v in zip(self._convert, values)))
 
 
+def call_with_threads(function: CFunction, values: Sequence[Any], threads: int) -> None:
+    """Call ``function`` with OpenMP's thread count set to ``threads`` for this call only (the calling
+    thread's setting is an OpenMP per-thread value; it is put back afterwards)."""
+    lib = function.library
+    previous = lib.omp_get_max_threads()
+    lib.omp_set_num_threads(ctypes.c_int(threads))
+    try:
+        function(*values)
+    finally:
+        lib.omp_set_num_threads(ctypes.c_int(previous))
+
+
 def _ctype(arg: Argument) -> Any:
     if arg.kind == "size":
         return ctypes.c_int64
