@@ -158,7 +158,7 @@ def test_mlp_smart_fusion_is_never_rated_worse_than_minimal_fusion():
     assert sched.traffic().total_bytes <= unfused.traffic().total_bytes
     assert len(sched.kernels) > 1
     text = sched.explain()
-    assert "fusion loses: distributed" in text and "kept the distributed schedule" in text
+    assert "fusion loses" in text and ": distributed" in text and "kept the distributed schedule" in text
     assert "the traffic model rates them cheaper in separate kernels" in text
     _replays_correctly(prog, sched)
 

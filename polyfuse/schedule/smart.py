@@ -40,7 +40,8 @@ from polyfuse.errors import IllegalTransformError, PolyfuseError, warn
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, T, annotate, statement_filters
 from polyfuse.schedule.mapping import split, statements_of
-from polyfuse.schedule.model import Schedule
+from polyfuse.schedule.microtile import MICROTILE_MARK
+from polyfuse.schedule.model import KERNEL_MARK, Schedule
 from polyfuse.schedule.scheduler import BudgetExhausted, IslBudget
 
 REPRESENTATIVE_SIZE = 1024
@@ -80,6 +81,16 @@ class _Candidate:
     bytes: int
     sequential: int
 
+    @property
+    def microtiles(self) -> int:
+        return sum(_microtiles(self.schedule).values())
+
+    @property
+    def rating(self) -> tuple[int, int]:
+        """Lower is better: register micro-tiles kept (a contraction is compute-bound: one without its
+        micro-tile loses more time than any bytes saved), then modelled bytes."""
+        return (-self.microtiles, self.bytes)
+
 
 def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Finish, budget: IslBudget,
                      params: Mapping[str, int] | None) -> tuple[Schedule, list[str]]:
@@ -100,17 +111,20 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
     notes = [f"fusion='smart' by traffic at {at}: maximal fusion ({len(f.kernels)} kernel(s)) {tf.total_bytes} B vs "
              f"minimal fusion ({len(u.kernels)} kernel(s)) {tu.total_bytes} B"]
     split_kernels: dict[frozenset[str], list[tuple[str, ...]]] = {}
+    micro_f, micro_u = _microtiles(f), _microtiles(u)
     for kf in f.kernels:
         parts = [ku for ku in u.kernels if set(ku.statements) <= set(kf.statements)]
         if len(parts) < 2 or sum(len(p.statements) for p in parts) != len(kf.statements):
             continue
         bytes_f = tf.per_kernel[kf.name].total_bytes
         bytes_u = sum(tu.per_kernel[p.name].total_bytes for p in parts)
+        lost = sum(micro_u.get(p.name, 0) for p in parts) - micro_f.get(kf.name, 0)  # register micro-tiles fusion costs
         less_parallel = kf.parallel_depth > 0 and any(p.parallel_depth == 0 for p in parts)
-        loses = bytes_u < bytes_f and not less_parallel
+        loses = (bytes_u < bytes_f or lost > 0) and not less_parallel
         names = " | ".join("+".join(p.statements) for p in parts)
-        verdict = ("fusion loses: distributed" if loses else
-                   "kept fused (unfused would be less parallel)" if less_parallel and bytes_u < bytes_f else "kept fused")
+        verdict = ("kept fused (unfused would be less parallel)" if less_parallel and (bytes_u < bytes_f or lost > 0) else
+                   f"fusion loses the register micro-tile of {lost} contraction(s): distributed" if loses and lost > 0 else
+                   "fusion loses: distributed" if loses else "kept fused")
         notes.append(f"fusion='smart': {kf.name} ({'+'.join(kf.statements)}) {bytes_f} B fused vs {bytes_u} B as {names}: {verdict}")
         if loses:
             split_kernels[frozenset(kf.statements)] = [p.statements for p in parts]
@@ -137,8 +151,8 @@ def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | 
     whenever it is not the cheapest, or distributing failed."""
     fused = candidates[0]
     allowed = [c for c in candidates if c.sequential <= fused.sequential]
-    chosen = min(allowed, key=lambda c: c.bytes)  # min() keeps the first of equals: fused, then distributed
-    cheapest = min(candidates, key=lambda c: c.bytes)
+    chosen = min(allowed, key=lambda c: c.rating)  # min() keeps the first of equals: fused, then distributed
+    cheapest = min(candidates, key=lambda c: c.rating)
     if chosen is fused:
         apart: tuple[frozenset[str], ...] = ()
         verdict = "kept the fused schedule"
@@ -148,12 +162,16 @@ def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | 
     else:
         apart = tuple(split_kernels)
         verdict = f"kept {chosen.label}"
-    line = f"fusion='smart': {verdict} ({chosen.bytes} B)"
-    worse = cheapest.bytes < chosen.bytes
-    if worse:
-        line += (f", although the model rates {cheapest.label} lower ({cheapest.bytes} B): it would run "
-                 f"{cheapest.sequential - chosen.sequential} more kernel(s) sequentially; pass fusion='min' to take it"
-                 if cheapest.sequential > chosen.sequential else f", although {cheapest.label} moves {cheapest.bytes} B")
+    line = f"fusion='smart': {verdict} ({chosen.bytes} B{_micro_text(chosen)})"
+    worse = cheapest.rating < chosen.rating or min(c.bytes for c in candidates) < chosen.bytes
+    if cheapest.rating < chosen.rating:  # (only where it is less parallel)
+        line += (f", although the model rates {cheapest.label} better ({cheapest.bytes} B{_micro_text(cheapest)}): it would run "
+                 f"{cheapest.sequential - chosen.sequential} more kernel(s) sequentially"
+                 + ("; pass fusion='min' to take it" if cheapest is candidates[-1] else ""))
+    elif worse:
+        least = min(candidates, key=lambda c: c.bytes)
+        line += (f", although {least.label} moves fewer bytes ({least.bytes} B{_micro_text(least)}): "
+                 f"it keeps fewer register micro-tiles")
     if failed is not None:
         line = (f"fusion='smart': distributing the kernels where fusion loses failed ({failed}); fell back to "
                 f"{chosen.label}, the better rated alternative ({chosen.bytes} B)")
@@ -164,6 +182,28 @@ def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | 
     out = dataclasses.replace(chosen.schedule, fusion="smart")
     out._lazy[APART_KEY] = apart
     return out, notes + [line]
+
+
+def _micro_text(c: _Candidate) -> str:
+    return f", {c.microtiles} register micro-tile(s)" if c.microtiles else ""
+
+
+def _microtiles(sched: Schedule) -> dict[str, int]:
+    """Per kernel name: the register micro-tiles (``microtile`` marks, C) inside it."""
+    out: dict[str, int] = {}
+
+    def walk(node: isl.ScheduleNode, kernel: str | None) -> None:
+        if node.get_type() == T.mark:
+            name = node.mark_get_id().get_name()
+            if name == KERNEL_MARK:
+                kernel = getattr(node.mark_get_id().user, "name", None)
+            elif name == MICROTILE_MARK and kernel is not None:
+                out[kernel] = out.get(kernel, 0) + 1
+        for k in range(node.n_children()):
+            walk(node.child(k), kernel)
+
+    walk(sched.tree.get_root(), None)
+    return out
 
 
 def unrated(why: str) -> str:
