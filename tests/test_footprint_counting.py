@@ -1,0 +1,76 @@
+"""``count_points`` (the traffic model's counter) is exact on the sets the tile search meets: factored
+through integer divisions, sliced with bisection over runs of slices, or scanned. The oracle is isl's own
+point scan on the whole set (slow, but exact)."""
+
+from __future__ import annotations
+
+import importlib
+
+import islpy as isl
+import pytest
+
+import polyfuse as pf
+
+footprint = importlib.import_module("polyfuse.cost.footprint")
+
+SETS = [
+    # a box: one factor per dimension
+    "{ [i, j, k] : 0 <= i < 300 and 0 <= j < 200 and 0 <= k < 7 }",
+    # a tile index and the element range it covers, twice over (two independent factors)
+    "{ [t, u, e, f] : 0 <= t < 64 and 0 <= u < 48 and 32t <= e < 32t + 32 and e < 2000 and 16u <= f < 16u + 16 }",
+    # a skewed band's footprint (the fused MLP's w1): constant in the middle, linear at both ends
+    "{ [a, b, o0, o1] : 0 <= a <= 63 and 0 <= o0 <= 255 and 16b - o0 <= o1 <= 15 + 16b - o0 and 0 <= o1 <= 1023 }",
+    # a footprint with integer divisions linking only some dimensions
+    "{ [i0, i1, i2, o0, o1] : 8i0 <= o0 <= 7 + 8i0 and 0 <= o0 <= 511 and 0 <= i2 <= 15 and "
+    "-31 + 32i1 - 32i2 <= o1 <= 31 + 32i1 - 32i2 and 0 <= o1 <= 1023 and "
+    "((i2 <= 15 and o1 <= 32i1 - 32i2 and 32*floor((-1 + o1)/32) >= -31 - 32i2 + o1) or "
+    "(o1 >= -480 + 32i1 and 32i1 - 32i2 <= o1 < 32i1 and 32*floor((o1)/32) < o1)) }",
+    # a triangle (an arithmetic series of slices) and a residue class (existential variables)
+    "{ [i, j] : 0 <= j <= i < 30000 }",
+    "{ [i, j, k] : 0 <= i < 400 and 0 <= j < 100 and 0 <= k < 9 and exists (e : j = 3e + 1) }",
+    # a union of overlapping pieces
+    "{ [i, j] : 0 <= i < 500 and 0 <= j < 80; [i, j] : 250 <= i < 900 and 40 <= j < 120 }",
+]
+
+
+@pytest.mark.parametrize("text", SETS)
+def test_count_points_equals_isl_scan(text):
+    s = isl.Set(text)
+    assert footprint.count_points(s) == int(s.count_val().to_python())
+
+
+def test_large_sets_are_sliced_and_runs_of_slices_bisected(monkeypatch):
+    """The skewed footprint and the triangle are too large to scan: their slices are summed by runs."""
+    runs = []
+    real = footprint._sum_slices
+    monkeypatch.setattr(footprint, "_sum_slices", lambda *a: runs.append(a[1:3]) or real(*a))
+    for text in (SETS[2], SETS[4]):
+        s = isl.Set(text)
+        assert footprint.count_points(s) == int(s.count_val().to_python())
+    assert runs
+
+
+def test_factoring_sees_through_integer_divisions():
+    """``t`` and ``e`` are linked only through ``floor(e / 32)``: the set factors as {t, e} x {u}."""
+    piece = isl.Set("{ [t, u, e] : 0 <= t < 10 and 0 <= u < 5 and 0 <= e < 320 and t = floor(e / 32) }").get_basic_sets()[0]
+    groups = sorted(sorted(g) for g in footprint._independent_dims(piece))
+    assert groups == [[0, 2], [1]]
+
+
+def test_region_counts_are_counted_once_per_region(monkeypatch):
+    """The tile search, the variants and smart fusion ask about the same kernels again: counted once."""
+    n = pf.params("N")
+
+    @pf.program
+    def scale(A: pf.f32[n], B: pf.f32[n]):
+        for i in range(n):
+            B[i] = A[i] * 2.0
+
+    calls = []
+    real = footprint._region_counts
+    monkeypatch.setattr(footprint, "_region_counts", lambda *a: calls.append(1) or real(*a))
+    first = pf.schedule(scale, target="c", params={"N": 4096}).traffic()
+    done = len(calls)
+    again = pf.schedule(scale, target="c", params={"N": 4096}).traffic()
+    assert again.total_bytes == first.total_bytes == 2 * 4 * 4096
+    assert len(calls) == done
