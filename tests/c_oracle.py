@@ -101,14 +101,18 @@ class GccKernel:
         return f"void {ENTRY}({params}) {{ {fdef.decl.name}({names}); }}\n"
 
     def sizes(self, arrays: Mapping[str, np.ndarray], given: Mapping[str, int]) -> dict[str, int]:
-        """Each size parameter: given by keyword, else the extent of an array dimension that names it."""
+        """Each size parameter: given by keyword, else from the extent of an array dimension ``n`` or ``n + c``."""
         out = {k: int(v) for k, v in given.items()}
         for p in self.params:
             if p.kind != "array" or p.name not in arrays:
                 continue
             for k, d in enumerate(p.dims):
+                extent = int(np.shape(arrays[p.name])[k])
                 if isinstance(d, c_ast.ID) and d.name not in out:
-                    out[d.name] = int(np.shape(arrays[p.name])[k])
+                    out[d.name] = extent
+                elif (isinstance(d, c_ast.BinaryOp) and d.op in "+-" and isinstance(d.left, c_ast.ID) and isinstance(d.right, c_ast.Constant)
+                      and d.left.name not in out):  # n + 4
+                    out[d.left.name] = extent - int(d.right.value) if d.op == "+" else extent + int(d.right.value)
         return out
 
     def __call__(self, **args: Any) -> dict[str, np.ndarray]:
