@@ -20,6 +20,8 @@ the winner is cached on disk per program, sizes, device and K.
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +34,9 @@ from polyfuse.codegen.code import Code
 from polyfuse.errors import CodegenError, PolyfuseError, RuntimeUnavailable, api_boundary
 from polyfuse.ir.program import Program
 from polyfuse.runtime import cpu, tuning
+from polyfuse.runtime import profile as profiling
 from polyfuse.runtime.args import Binder, Bound, check_params
+from polyfuse.runtime.profile import Profile
 from polyfuse.schedule import schedule as schedule_program
 from polyfuse.schedule.model import Schedule
 
@@ -133,6 +137,7 @@ class Executable:
         self._specialisations: dict[tuple[tuple[str, int], ...], tuple[Compiled, dict[str, np.ndarray]]] = {}
         self._latest: Compiled | None = None
         self._buffers: list[dict[str, np.ndarray]] = []
+        self._profiled: dict[tuple[tuple[str, int], ...], profiling.ProfiledC] = {}
         self._binder = Binder(program, device_arrays=target == "cuda", allocate=True)
         params = options.get("params")
         if params:
@@ -156,6 +161,40 @@ class Executable:
         else:
             compiled.function(*values)
         return bound.returned
+
+    @api_boundary
+    def profile(self, *args: Any, **kwargs: Any) -> Profile:
+        """Run once like :meth:`__call__` (outputs written in place) and return the time of each kernel,
+        per launch and in all, next to its modelled bytes (:class:`polyfuse.runtime.profile.Profile`;
+        ``print()`` it for a table). The C target runs an instrumented build of the same code."""
+        bound = self._binder(args, kwargs)
+        compiled, temporaries = self._get(bound.key)
+        self._latest = compiled
+        names = [k.name for k in compiled.schedule.kernels]
+        values = self._values(compiled.code, bound, temporaries)
+        seconds = dict.fromkeys(names, 0.0)
+        launches = dict.fromkeys(names, 0)
+        start = time.perf_counter()
+        if self.target == "c":
+            profiled = self._profiled.get(bound.key)
+            if profiled is None:
+                profiled = self._profiled[bound.key] = profiling.ProfiledC(compiled.code, names)
+            start = time.perf_counter()
+            profiled(*values)
+            for name, (t, n) in zip(names, profiled.read()):
+                seconds[name], launches[name] = t, n
+        else:
+            def timer(function: str, t: float) -> None:
+                name = names[int(re.search(r"_k(\d+)(?:_\d+)?$", function).group(1))]
+                seconds[name] += t
+                launches[name] += 1
+
+            compiled.function(*values, timer=timer)
+        total = time.perf_counter() - start
+        model = profiling.modelled_bytes(compiled.schedule, names)
+        kernels = tuple(profiling.KernelTime(k.name, tuple(k.statements), launches[k.name], seconds[k.name], model[k.name])
+                        for k in compiled.schedule.kernels)
+        return profiling.Profile(self.program.name, self.target, dict(bound.sizes), total, kernels)
 
     @api_boundary
     def specialise(self, sizes: Mapping[str, int]) -> Compiled:

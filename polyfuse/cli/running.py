@@ -46,6 +46,7 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     add_schedule_options(parser, RUN_TARGETS, default_target="auto")
     parser.add_argument("--check", action="store_true", help="compare every output with pf.reference")
     parser.add_argument("--repeat", type=positive, default=3, metavar="K", help="timed runs (default: 3); the median is printed")
+    parser.add_argument("--profile", action="store_true", help="then one more run timing each kernel, next to its modelled bytes")
     parser.add_argument("--tune", type=positive, metavar="K", help="autotune: build and time the traffic model's K best tile choices")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
 
@@ -79,6 +80,9 @@ def _run(args: argparse.Namespace, program: Program) -> int:
         times.append(time.perf_counter() - started)
     copies = " (with host-device copies)" if exe.target == "cuda" else ""
     print(f"time: median {_ms(statistics.median(times))} over {args.repeat} run(s), min {_ms(min(times))}{copies}")
+    if args.profile:
+        progress.step("--profile: an instrumented run")
+        print(exe.profile(**_copy(inputs)))
     return 0
 
 

@@ -13,7 +13,8 @@ that are not registers get device buffers, allocated once per set of sizes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -116,7 +117,9 @@ class CudaProgram:
                 self._functions[launch.kernel] = fn
         self._temporaries: dict[tuple, dict[str, Any]] = {}
 
-    def __call__(self, *values: Any) -> None:
+    def __call__(self, *values: Any, timer: Callable[[str, float], None] | None = None) -> None:
+        """Run on ``values`` in ``code.signature`` order. With ``timer`` (``exe.profile``), every launch is
+        synchronised and ``timer(kernel function name, seconds)`` told its host-measured time."""
         import pycuda.driver as drv
 
         signature = self.code.signature
@@ -149,7 +152,14 @@ class CudaProgram:
         def launch(step: Launch, grid: tuple[int, ...], block: tuple[int, ...], env: Mapping[str, int]) -> None:
             _check_extents(step, grid, block)
             args = [_argument(a, pointers, scalars, env) for a in step.args]
+            if timer is None:
+                self._functions[step.kernel].prepared_call(_pad3(grid), _pad3(block), *args)
+                return
+            drv.Context.synchronize()
+            start = time.perf_counter()
             self._functions[step.kernel].prepared_call(_pad3(grid), _pad3(block), *args)
+            drv.Context.synchronize()
+            timer(step.kernel, time.perf_counter() - start)
 
         run_host_plan(self.plan, launch, sizes)
         for host, buf in copies:
