@@ -71,9 +71,11 @@ class GccKernel:
     it returns every array argument after the call (copies; the arrays given are not modified)."""
 
     def __init__(self, source: str | Path, function: str, defines: Mapping[str, object] | None = None) -> None:
-        text = Path(source).read_text() if isinstance(source, Path) or "\n" not in str(source) else str(source)
+        is_path = isinstance(source, Path) or "\n" not in str(source)
+        text = Path(source).read_text() if is_path else str(source)
+        folder = Path(source).resolve().parent if is_path else Path.cwd()  # for the kernel's own headers
         self.defines = {k: str(v) for k, v in (defines or {}).items()}
-        unit = read_c(text, self.defines)
+        unit = read_c(str(Path(source).resolve()) if is_path else text, self.defines)
         typedefs = {e.name: tuple(e.type.type.names) for e in unit.ast.ext
                     if isinstance(e, c_ast.Typedef) and isinstance(getattr(e.type, "type", None), c_ast.IdentifierType)}
         fdef = next(f for f in functions_in(unit) if f.decl.name == function)
@@ -81,11 +83,11 @@ class GccKernel:
         self.params = [Param(p, typedefs) for p in args if isinstance(p, c_ast.Decl)]
         wrapper = self._wrapper(fdef)
         body = _without_defines(text, set(self.defines)) + "\n" + wrapper
-        key = hashlib.sha256((body + repr(sorted(self.defines.items()))).encode()).hexdigest()[:16]
+        key = hashlib.sha256((body + repr(sorted(self.defines.items())) + str(folder)).encode()).hexdigest()[:16]
         src, lib = _BUILD / f"k{key}.c", _BUILD / f"k{key}.so"
         if not lib.exists():
             src.write_text(body)
-            cmd = ["gcc", *GCC_FLAGS, "-I", str(INCLUDE), *(f"-D{k}={v}" for k, v in self.defines.items()), str(src), "-o", str(lib), "-lm"]
+            cmd = ["gcc", *GCC_FLAGS, "-I", str(INCLUDE), "-I", str(folder), *(f"-D{k}={v}" for k, v in self.defines.items()), str(src), "-o", str(lib), "-lm"]
             done = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 raise RuntimeError(f"gcc failed on {function}:\n{done.stderr}")

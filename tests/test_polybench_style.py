@@ -11,6 +11,7 @@ chained assignment ``a1 = a5 = k;``; and a scalar initialised before ``#pragma s
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -213,3 +214,25 @@ def test_correlation_with_eps_initialised_before_the_scop() -> None:
     data[:, 0] = 3.0  # a constant column: its stddev 0 takes the `<= eps` branch
     check_against_gcc(CORRELATION, "kernel_correlation", {"float_n": 8.0, "data": data, "mean": np.zeros(6), "stddev": np.zeros(6)},
                       program=prog)
+
+
+@pytest.mark.parametrize("defines", [{}, {"MINI_DATASET": 1}, {"DATA_TYPE_IS_FLOAT": 1}, {"POLYBENCH_USE_SCALAR_LB": 1, "N": 9}],
+                         ids=["double", "mini", "float", "scalar-bounds"])
+def test_a_source_file_in_the_distribution_layout(defines: dict) -> None:
+    """``tests/kernels_pb/trisolv2.c``: a kernel header with dataset and data-type switches, <polybench.h>,
+    static functions and a main; read as written, only ``-D`` switches given."""
+    path = Path(__file__).resolve().parent / "kernels_pb" / "trisolv2.c"
+    prog = pf.from_c(str(path), defines=defines)
+    assert prog.name == "kernel_trisolv2"
+    dtype = np.float32 if "DATA_TYPE_IS_FLOAT" in defines else np.float64
+    assert prog.arrays["x"].dtype.numpy == dtype
+    n = 9 if "N" in defines else 6
+    rng = np.random.default_rng(n)
+    lower = (np.tril(rng.uniform(-1, 1, (n, n))) + 3 * np.eye(n)).astype(dtype)
+    args = {"L": lower, "x": np.zeros(n, dtype), "b": rng.uniform(-1, 1, n).astype(dtype), "norm": np.zeros(1, dtype)}
+    if "POLYBENCH_USE_SCALAR_LB" in defines:  # _PB_N is the constant N: the arrays' n must be at least 9
+        assert prog.context.is_equal(prog.assumptions[0].condition) and "assumed: n >= 9" in str(prog)
+    else:
+        assert [a.access for a in prog.assumptions] == ["x[n - 1]"]  # x[_PB_N - 1] after the loop: n >= 1
+    tol = 1e-5 if dtype is np.float32 else 1e-9
+    check_against_gcc(path, "kernel_trisolv2", args, defines=defines, program=prog, rtol=tol, atol=tol)

@@ -30,4 +30,14 @@
 #define POLYBENCH_3D(var, d1, d2, d3, ds1, ds2, ds3) var[ds1][ds2][ds3]
 #define POLYBENCH_4D(var, d1, d2, d3, d4, ds1, ds2, ds3, ds4) var[ds1][ds2][ds3][ds4]
 #define POLYBENCH_5D(var, d1, d2, d3, d4, d5, ds1, ds2, ds3, ds4, ds5) var[ds1][ds2][ds3][ds4][ds5]
+/* a main's arrays: pointers to heap arrays of the full extents, passed as *A */
+#include <stdlib.h>
+#define POLYBENCH_1D_ARRAY_DECL(var, type, d1, ds1) type (*var)[d1] = (type (*)[d1]) calloc((d1), sizeof(type))
+#define POLYBENCH_2D_ARRAY_DECL(var, type, d1, d2, ds1, ds2) type (*var)[d1][d2] = (type (*)[d1][d2]) calloc((d1) * (d2), sizeof(type))
+#define POLYBENCH_ARRAY(x) *x
+#define POLYBENCH_FREE_ARRAY(x) free((void *) x)
+#define polybench_start_instruments
+#define polybench_stop_instruments
+#define polybench_print_instruments
+#define polybench_prevent_dce(x) x
 #endif
