@@ -194,3 +194,64 @@ def test_a_tiny_isl_budget_warns_at_the_callers_line_naming_the_fallback():
     assert {w.filename for w in got} == {__file__}
     pf.reference(exe.program)(**ins, y=want)
     np.testing.assert_allclose(got_y, want, rtol=1e-5, atol=1e-5)
+
+
+def _attention() -> pf.Program:
+    h, s, e = pf.params("H S E")
+    g = pf.Graph("attention")
+    q, k, v = g.input("q", (h, s, e)), g.input("k", (h, s, e)), g.input("v", (h, s, e))
+    p = pf.ops.softmax((q @ pf.ops.transpose(k, (0, 2, 1))) * 0.125, axis=-1)
+    return g.build(o=p @ v)
+
+
+def _block() -> pf.Program:
+    """A transformer block: layernorm, 8-head attention with an output projection, residual, MLP."""
+    h, s, e, d, f = pf.params("H S E D F")
+    g = pf.Graph("block")
+    x, gamma, beta = g.input("x", (s, d)), g.input("gamma", (d,)), g.input("beta", (d,))
+    wq, wk, wv = (g.input(n, (h, d, e)) for n in ("wq", "wk", "wv"))
+    wo = g.input("wo", (h, e, d))
+    w1, b1, w2, b2 = g.input("w1", (d, f)), g.input("b1", (f,)), g.input("w2", (f, d)), g.input("b2", (d,))
+    y = pf.ops.layernorm(x, gamma, beta, eps=1e-5)
+    q, k, v = y @ wq, y @ wk, y @ wv
+    p = pf.ops.softmax((q @ pf.ops.transpose(k, (0, 2, 1))) * 0.125, axis=-1)
+    r = x + pf.ops.sum(p @ v @ wo, axis=0)
+    return g.build(y=r + pf.ops.relu(r @ w1 + b1) @ w2 + b2)
+
+
+def _within_budget_and_rated(prog: pf.Program, sizes) -> pf.Schedule:
+    """Scheduled under the default budget with no step running out, and no more bytes than fusion='min'
+    unless a warning says why."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sched = pf.schedule(prog, target="c", params=sizes)
+    said = [str(w.message) for w in caught if issubclass(w.category, pf.PolyfuseWarning)]
+    assert not [m for m in said if "ran out" in m or "budget" in m], said
+    assert not [n for n in sched.notes if "ran out" in n], sched.notes
+    unfused = pf.schedule(prog, target="c", fusion="min", params=sizes)
+    if sched.traffic().total_bytes > unfused.traffic().total_bytes:
+        assert any("although" in m for m in said), said
+    return sched
+
+
+def test_attention_schedules_within_the_default_budget():
+    sched = _within_budget_and_rated(_attention(), {"H": 8, "S": 512, "E": 64})
+    assert "fusion='smart' by traffic" in sched.explain()
+
+
+@pytest.mark.slow
+def test_transformer_block_schedules_within_the_default_budget():
+    sched = _within_budget_and_rated(_block(), {"H": 8, "S": 512, "E": 64, "D": 512, "F": 2048})
+    assert "fusion='smart' by traffic" in sched.explain()
+
+
+def test_a_comparison_that_runs_out_keeps_the_fused_schedule_unrated_with_a_warning(monkeypatch):
+    def exhausted(*args, **kwargs):
+        raise smart.BudgetExhausted("the traffic comparison ran out of its budget (forced)")
+
+    monkeypatch.setattr(smart, "program_traffic", exhausted)
+    with pytest.warns(pf.PolyfuseWarning, match="without rating it against fusion='min'") as got:
+        sched = pf.schedule(two_chains, target="c", params={"N": 64, "M": 48})
+    assert {w.filename for w in got} == {__file__}
+    assert [k.statements for k in sched.kernels] == [("S0", "S1"), ("S2", "S3")]
+    assert "without rating it" in sched.explain()
