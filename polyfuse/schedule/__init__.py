@@ -28,7 +28,7 @@ import islpy as isl
 from polyfuse import progress
 from polyfuse.analysis.legality import check_parallel, check_schedule
 from polyfuse.cost.search import Limits, TileSearch  # noqa: E402 (cost/ builds on the modules above)
-from polyfuse.errors import IllegalTransformError, PolyfuseError, api_boundary
+from polyfuse.errors import IllegalTransformError, PolyfuseError, api_boundary, warn
 from polyfuse.ir.program import Program
 from polyfuse.runtime.args import check_params
 from polyfuse.schedule.bands import DepView
@@ -238,10 +238,11 @@ def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, 
     chosen, notes = smart_by_traffic(prog, fused, unfused, finish, budget, params)
     if target == "c":  # a contraction is compute-bound: losing its register micro-tile costs more than bytes
         lost = count_microtiles(unfused.schedule) - count_microtiles(chosen)
-        if lost > 0:
-            return unfused.schedule, notes + [
-                f"fusion='smart': the fused schedule loses the register micro-tile of {lost} contraction(s) "
-                "that minimal fusion keeps (their time is arithmetic, not bytes): took minimal fusion"]
+        if lost > 0:  # (smart.py rates micro-tiles first: only where minimal fusion is less parallel)
+            line = (f"fusion='smart': the fused schedule loses the register micro-tile of {lost} contraction(s) "
+                    "that minimal fusion keeps (their time is arithmetic, not bytes): took minimal fusion")
+            warn(line)  # never silently: the traffic model may rate it worse
+            return unfused.schedule, notes + [line]
     return chosen, notes
 
 
