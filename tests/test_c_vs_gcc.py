@@ -246,3 +246,34 @@ def test_cuda_code_matches_gcc_in_cpu_emulation(name: str, tmp_path) -> None:
     got = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in args.items()}
     emulate(dll, "v", code, got, {"n": n})
     assert_same(got, want, f"{name}: CUDA (CPU emulation) vs gcc")
+
+
+ALIASES = """
+double weight(double x) { return 2.0 * x; }
+void aliases(int n, double A[n], double B[n]) {
+  int i;
+  int half = (n - 1) / 2;
+  int last = n - 1;
+#pragma scop
+  for (i = 0; i <= half; i++)
+    B[i] = A[last - i] * 2 + half;
+#pragma endscop
+}
+"""
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_int_locals_set_before_the_scop_are_expressions_of_the_sizes(n: int) -> None:
+    prog = pf.from_c(ALIASES, function="aliases")
+    assert prog.params == ("n",) and list(prog.arguments) == ["A", "B"]
+    assert "assumed: n > 0" in str(prog)  # (0 - 1) / 2 == 0 in C: at n = 0 the loop still touches B[0]
+    check_against_gcc(ALIASES, "aliases", {"A": np.random.default_rng(n).uniform(-1, 1, n), "B": np.zeros(n)}, program=prog)
+
+
+def test_a_scalar_set_before_the_scop_by_a_call_is_an_input_argument() -> None:
+    src = ALIASES.replace("  int last = n - 1;\n", "  int last = n - 1;\n  double w = weight(1.5);\n").replace("* 2 + half", "* w + half")
+    prog = pf.from_c(src, function="aliases")
+    assert list(prog.arguments) == ["A", "B", "w"] and prog.scalars["w"] == pf.f64
+    n = 5
+    args = {"A": np.random.default_rng(1).uniform(-1, 1, n), "B": np.zeros(n)}
+    check_against_gcc(src, "aliases", args, extra={"w": 3.0}, program=prog)  # gcc computes weight(1.5) == 3.0

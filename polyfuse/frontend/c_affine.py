@@ -175,6 +175,8 @@ class CAffine:
             return scope.var(node.name)
         if b.kind is NameKind.PARAM and b.value in scope.params:
             return scope.var(b.value)
+        if b.kind is NameKind.SIZE_EXPR:  # an int local set before the region to an expression of the sizes
+            return self.affine(b.value, scope, what)
         if b.kind is NameKind.UNKNOWN:
             raise self._error(node, f"unknown name `{node.name}` in a {what}", what)
         raise self._error(node, f"`{node.name}` is a {b.kind.value}; a {what} may only use loop variables, int size "

@@ -192,6 +192,8 @@ class CValues:
             return IndexValue(self.scope.var(name))
         if b.kind is NameKind.PARAM:
             return IndexValue(self.scope.var(b.value))
+        if b.kind is NameKind.SIZE_EXPR:
+            return IndexValue(r.affine.affine(b.value, self.scope, "value"))
         if b.kind is NameKind.LOCAL:
             dt = r.local_scalar(name, node)
             return Read(self.read(name, [], name), dt)
@@ -273,7 +275,7 @@ class CValues:
             return self.reader.affine.constant_int(node, self.scope) is not None
         if isinstance(node, c_ast.ID):
             kind = self.reader.lookup(node.name, self.scope).kind
-            return kind in (NameKind.ITERATOR, NameKind.PARAM, NameKind.INT)
+            return kind in (NameKind.ITERATOR, NameKind.PARAM, NameKind.INT, NameKind.SIZE_EXPR)
         if isinstance(node, c_ast.BinaryOp):
             return node.op in ("+", "-", "*", "/", "%") and self._is_index(node.left) and self._is_index(node.right)
         if isinstance(node, c_ast.UnaryOp):

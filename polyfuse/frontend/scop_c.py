@@ -18,7 +18,16 @@ What names mean:
 * ``float`` / ``double`` parameters and globals are scalar arguments; integer macros and ``const int``
   variables with constant initialisers are constants;
 * variables declared in the function (before or inside the region) are loop variables where a ``for``
-  uses them, else local scalars (0-d temporaries) or, for arrays, temporary arrays.
+  uses them, else local scalars (0-d temporaries) or, for arrays, temporary arrays;
+* a local initialised before the region and only read in it (``DATA_TYPE eps = SCALAR_VAL(0.1);``,
+  ``int last = n - 1;``) is a constant of its type when the initialiser is constant, an int one stands for
+  its affine initialiser, a float one computable in the region is assigned at the region's start, and
+  anything else (a call) is captured as a scalar input argument of the same name;
+* element types are ``char``/``unsigned char``/``short``/``int``/``long``/``float``/``double`` and scalar
+  ``typedef``s of them (``typedef char base;``).
+
+Statements are assignments with any of C's assignment operators, chained assignments (``a = b = v;``: two
+statements, ``a`` reading ``b``'s new value) and ``x++``/``x--`` statements.
 
 Sizes and constant extents. With PolyBench's C99 macros every array is shaped by the int parameters, so
 the program is fully symbolic. Where an array is declared with a constant extent (``double A[N][N]`` with
@@ -50,7 +59,7 @@ from polyfuse.ir.expr import Const
 from polyfuse.ir.program import Array, Program
 from polyfuse.types import DType
 
-BODY_HINT = "a SCoP holds for loops with affine bounds and constant steps, affine ifs, and assignments (= += -= *= /=) to array elements or local scalars"
+BODY_HINT = "a SCoP holds for loops with affine bounds and constant steps, affine ifs, and assignments (= += -= *= /= ..., ++, --) to array elements or local scalars"
 LOOP_HINT = "loops are `for (i = lo; i < hi; i++)` (or <=, >, >=, ++i, i += c, i--, i -= c) with affine bounds and a constant step"
 _STATEMENT_NAMES = {
     c_ast.While: "a while loop", c_ast.DoWhile: "a do-while loop", c_ast.Goto: "goto", c_ast.Break: "break",
@@ -155,6 +164,7 @@ class CReader:
                 self.locals.setdefault(d.name, _Var(d, self.typedefs))
         self.constants: dict[str, int] = {}
         self.value_constants: dict[str, Const] = {}
+        self.aliases: dict[str, c_ast.Node] = {}
         self.captured: set[str] = set()
         self.builder: ProgramBuilder | None = None
         self._const_arrays: set[str] = set()
@@ -171,6 +181,8 @@ class CReader:
             return Binding(NameKind.INT, self.constants[name])
         if name in self.value_constants:
             return Binding(NameKind.FLOAT, self.value_constants[name])
+        if name in self.aliases:
+            return Binding(NameKind.SIZE_EXPR, self.aliases[name])
         if name in self.captured:
             return Binding(NameKind.SCALAR_ARG)
         for table, is_local in ((self.locals, True), (self.params_decl, False), (self.globals, False)):
@@ -232,6 +244,8 @@ class CReader:
                     k = self.affine.constant_int(var.decl.init, None)
                     if k is not None:
                         self.constants[name] = k
+                    elif table is self.locals:  # `int m = n - 1;`: an alias of its (affine) initialiser
+                        self.aliases[name] = var.decl.init
 
     def _set_before_region(self, name: str) -> bool:
         """Whether local ``name`` is initialised by its declaration before the region (not inside it), read
@@ -252,7 +266,7 @@ class CReader:
         starts with an assignment of its initialiser."""
         scope = self.builder.param_scope()
         for name, var in self.locals.items():
-            if name in self.constants or var.decl.init is None or var.dims or var.pointer or var.dtype is None:
+            if name in self.constants or name in self.aliases or var.decl.init is None or var.dims or var.pointer or var.dtype is None:
                 continue
             if any(n is var.decl for item in self.region for n in _walk(item)):
                 continue
@@ -285,7 +299,7 @@ class CReader:
 
     def _collect_params(self) -> list[str]:
         """Integer parameters and non-const integer globals that the region or an array's extents mention."""
-        used = {n.name for item in self.region for n in _walk(item) if isinstance(n, c_ast.ID)}
+        used = {n.name for item in [*self.region, *self.aliases.values()] for n in _walk(item) if isinstance(n, c_ast.ID)}
         cond = assume_condition(self.unit)
         if cond is not None:
             used |= {n.name for n in _walk(cond) if isinstance(n, c_ast.ID)}
