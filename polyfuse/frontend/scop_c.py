@@ -52,6 +52,7 @@ from polyfuse.analysis.checks import check_program
 from polyfuse.errors import SourceError, api_boundary
 from polyfuse.frontend.affine import Binding, NameKind
 from polyfuse.frontend.c_affine import CAffine
+from polyfuse.frontend.c_loops import LOOP_HINT, CLoops, walk
 from polyfuse.frontend.c_source import CUnit, assume_condition, functions_in, has_scop, node_text, read_c, scop_region
 from polyfuse.frontend.c_values import CValues, c_common_type, dtype_of_names, fold_constant
 from polyfuse.ir.builder import ProgramBuilder, Scope
@@ -60,7 +61,6 @@ from polyfuse.ir.program import Array, Program
 from polyfuse.types import DType
 
 BODY_HINT = "a SCoP holds for loops with affine bounds and constant steps, affine ifs, and assignments (= += -= *= /= ..., ++, --) to array elements or local scalars"
-LOOP_HINT = "loops are `for (i = lo; i < hi; i++)` (or <=, >, >=, ++i, i += c, i--, i -= c) with affine bounds and a constant step"
 _STATEMENT_NAMES = {
     c_ast.While: "a while loop", c_ast.DoWhile: "a do-while loop", c_ast.Goto: "goto", c_ast.Break: "break",
     c_ast.Continue: "continue", c_ast.Return: "return", c_ast.Switch: "switch", c_ast.Label: "a label",
@@ -150,6 +150,7 @@ class CReader:
         }
         self.affine = CAffine(self)
         self.values = CValues(self)
+        self.loops = CLoops(self)
         self.params_decl: dict[str, _Var] = {}
         for p in (fdef.decl.type.args.params if fdef.decl.type.args is not None else []):
             if isinstance(p, c_ast.Decl) and p.name:
@@ -159,7 +160,7 @@ class CReader:
             if isinstance(e, c_ast.Decl) and e.name and not isinstance(e.type, c_ast.FuncDecl) and "typedef" not in (e.storage or []):
                 self.globals[e.name] = _Var(e, self.typedefs)
         self.locals: dict[str, _Var] = {}
-        for d in _walk(fdef.body):
+        for d in walk(fdef.body):
             if isinstance(d, c_ast.Decl) and d.name and not isinstance(d.type, c_ast.FuncDecl):
                 self.locals.setdefault(d.name, _Var(d, self.typedefs))
         self.constants: dict[str, int] = {}
@@ -253,9 +254,9 @@ class CReader:
         var = self.locals.get(name)
         if var is None or var.decl.init is None or var.dims or var.pointer or var.dtype is None:
             return False
-        if any(n is var.decl for item in self.region for n in _walk(item)):
+        if any(n is var.decl for item in self.region for n in walk(item)):
             return False
-        used = {n.name for item in self.region for n in _walk(item) if isinstance(n, c_ast.ID)}
+        used = {n.name for item in self.region for n in walk(item) if isinstance(n, c_ast.ID)}
         return name in used and name not in _assigned_names(self.region)
 
     def _initial_values(self) -> None:
@@ -268,9 +269,9 @@ class CReader:
         for name, var in self.locals.items():
             if name in self.constants or name in self.aliases or var.decl.init is None or var.dims or var.pointer or var.dtype is None:
                 continue
-            if any(n is var.decl for item in self.region for n in _walk(item)):
+            if any(n is var.decl for item in self.region for n in walk(item)):
                 continue
-            used = {n.name for item in self.region for n in _walk(item) if isinstance(n, c_ast.ID)}
+            used = {n.name for item in self.region for n in walk(item) if isinstance(n, c_ast.ID)}
             if name not in used or name in _loop_variables(self.region):
                 continue
             written = name in _assigned_names(self.region)
@@ -299,14 +300,14 @@ class CReader:
 
     def _collect_params(self) -> list[str]:
         """Integer parameters and non-const integer globals that the region or an array's extents mention."""
-        used = {n.name for item in [*self.region, *self.aliases.values()] for n in _walk(item) if isinstance(n, c_ast.ID)}
+        used = {n.name for item in [*self.region, *self.aliases.values()] for n in walk(item) if isinstance(n, c_ast.ID)}
         cond = assume_condition(self.unit)
         if cond is not None:
-            used |= {n.name for n in _walk(cond) if isinstance(n, c_ast.ID)}
+            used |= {n.name for n in walk(cond) if isinstance(n, c_ast.ID)}
         for table in (self.params_decl, self.globals, self.locals):
             for name, var in table.items():
                 if var.dims and (table is self.params_decl or name in used):
-                    used |= {n.name for d in var.dims if d is not None for n in _walk(d) if isinstance(n, c_ast.ID)}
+                    used |= {n.name for d in var.dims if d is not None for n in walk(d) if isinstance(n, c_ast.ID)}
         out = []
         for table in (self.params_decl, self.globals):
             for name, var in table.items():
@@ -316,7 +317,7 @@ class CReader:
 
     def _declare_arguments(self) -> None:
         """Array and float scalar parameters (all of them, in order), then the globals the region uses."""
-        used = {n.name for item in self.region for n in _walk(item) if isinstance(n, c_ast.ID)}
+        used = {n.name for item in self.region for n in walk(item) if isinstance(n, c_ast.ID)}
         b = self.builder
         for table, everything in ((self.params_decl, True), (self.globals, False)):
             for name, var in table.items():
@@ -370,7 +371,7 @@ class CReader:
         if isinstance(node, c_ast.Compound):
             self.block(node.block_items or [])
         elif isinstance(node, c_ast.For):
-            self._for(node)
+            self.loops.read_for(node)
         elif isinstance(node, c_ast.If):
             scope = self.builder.scope()
             cond = self.affine.condition(node.cond, scope)
@@ -459,100 +460,6 @@ class CReader:
         msg = messages.get(b.kind, f"cannot assign to `{name}`: it is {b.value}")
         return self.error(target, msg, hint="copy it into a local scalar declared in the function, or assign array elements")
 
-    # ----- loops --------------------------------------------------------------------------------
-    def _for(self, node: c_ast.For) -> None:
-        b = self.builder
-        scope = b.scope()
-        it, start = self._loop_init(node, scope)
-        step = self._loop_step(node, it)
-        if node.cond is None:
-            raise self.error(node, f"the loop over `{it}` has no condition", hint=LOOP_HINT)
-        bounds = self._loop_bounds(node.cond, it, scope, step)
-        lo = self.affine.affine(start, scope, "loop bound")
-        if step > 0:
-            hi = bounds[0]
-            for extra in bounds[1:]:
-                hi = hi.min(extra)
-            with b.loop(it, lo, hi, step):
-                self.statement(node.stmt)
-        else:
-            low = bounds[0]
-            for extra in bounds[1:]:
-                low = low.max(extra)
-            with b.loop(it, low, lo + 1, -step, reverse=True):
-                self.statement(node.stmt)
-
-    def _loop_init(self, node: c_ast.For, scope: Scope) -> tuple[str, c_ast.Node]:
-        init = node.init
-        if isinstance(init, c_ast.DeclList) and len(init.decls) == 1 and init.decls[0].init is not None:
-            name, start, where = init.decls[0].name, init.decls[0].init, init.decls[0]
-        elif isinstance(init, c_ast.Assignment) and init.op == "=" and isinstance(init.lvalue, c_ast.ID):
-            name, start, where = init.lvalue.name, init.rvalue, init.lvalue
-        else:
-            raise self.error(init if init is not None else node, f"unsupported loop start `{node_text(init) if init is not None else ''}`",
-                             hint="start the loop with `i = lo` or `int i = lo`")
-        kind = self.lookup(name, scope)
-        if kind.kind is NameKind.ITERATOR:
-            raise self.error(where, f"loop variable `{name}` shadows the enclosing loop's variable `{name}`", hint="give the inner loop its own variable")
-        var = self.locals.get(name)
-        if kind.kind is not NameKind.LOCAL or var is None or not var.is_int_scalar:
-            raise self.error(where, f"loop variable `{name}` must be an int variable of the function, not {'a ' + kind.kind.value if kind.kind is not NameKind.OTHER else kind.value}",
-                             hint="declare it `int i;` in the function or in the loop: for (int i = 0; ...)")
-        if name in {n.name for n in _walk(start) if isinstance(n, c_ast.ID)}:
-            raise self.error(start, f"the start of the loop over `{name}` uses `{name}` itself", hint=LOOP_HINT)
-        return name, start
-
-    def _loop_step(self, node: c_ast.For, it: str) -> int:
-        nxt = node.next
-        step: int | None = None
-        if isinstance(nxt, c_ast.UnaryOp) and nxt.op in ("++", "p++", "--", "p--") and _is_name(nxt.expr, it):
-            step = 1 if "++" in nxt.op else -1
-        elif isinstance(nxt, c_ast.Assignment) and _is_name(nxt.lvalue, it):
-            if nxt.op in ("+=", "-="):
-                k = self.affine.constant_int(nxt.rvalue, None)
-                step = None if k is None else (k if nxt.op == "+=" else -k)
-            elif nxt.op == "=" and isinstance(nxt.rvalue, c_ast.BinaryOp) and nxt.rvalue.op in ("+", "-"):
-                l, r = nxt.rvalue.left, nxt.rvalue.right
-                if _is_name(l, it):
-                    k = self.affine.constant_int(r, None)
-                    step = None if k is None else (k if nxt.rvalue.op == "+" else -k)
-                elif _is_name(r, it) and nxt.rvalue.op == "+":
-                    step = self.affine.constant_int(l, None)
-            if step is None and nxt.op in ("+=", "-=", "="):
-                raise self.error(nxt, f"loop step `{node_text(nxt)}` is not a constant step of `{it}`", hint=LOOP_HINT)
-        if step is None:
-            raise self.error(nxt if nxt is not None else node, f"unsupported loop step `{node_text(nxt) if nxt is not None else ''}`", hint=LOOP_HINT)
-        if step == 0:
-            raise self.error(nxt, f"loop step `{node_text(nxt)}` is zero", hint=LOOP_HINT)
-        return step
-
-    def _loop_bounds(self, cond: c_ast.Node, it: str, scope: Scope, step: int) -> list[isl.PwAff]:
-        """The bounds the condition puts on ``it``: exclusive upper bounds for an increasing loop,
-        inclusive lower bounds for a decreasing one."""
-        if isinstance(cond, c_ast.BinaryOp) and cond.op == "&&":
-            return self._loop_bounds(cond.left, it, scope, step) + self._loop_bounds(cond.right, it, scope, step)
-        flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
-        if isinstance(cond, c_ast.BinaryOp) and cond.op in flip:
-            if _is_name(cond.left, it):
-                op, other = cond.op, cond.right
-            elif _is_name(cond.right, it):
-                op, other = flip[cond.op], cond.left
-            else:
-                op, other = None, None
-            if op is not None:
-                if it in {n.name for n in _walk(other) if isinstance(n, c_ast.ID)}:
-                    raise self.error(cond, f"the bound in `{node_text(cond)}` uses the loop variable `{it}`", hint=LOOP_HINT)
-                bound = self.affine.affine(other, scope, "loop bound")
-                if step > 0 and op in ("<", "<="):
-                    return [bound if op == "<" else bound + 1]
-                if step < 0 and op in (">", ">="):
-                    return [bound if op == ">=" else bound + 1]
-                direction = "increasing" if step > 0 else "decreasing"
-                raise self.error(cond, f"the condition `{node_text(cond)}` of a loop with {direction} `{it}` does not bound it "
-                                       f"from {'above' if step > 0 else 'below'}", hint=LOOP_HINT)
-        raise self.error(cond, f"unsupported loop condition `{node_text(cond)}`: it must compare `{it}` with an affine bound",
-                         hint=LOOP_HINT)
-
 
 def _constant_extent(arr: Array, params: tuple[str, ...]) -> isl.Set:
     """``{ A[a0, ...] : 0 <= ak < shape_k }`` for the dimensions of constant extent only."""
@@ -573,7 +480,7 @@ def _assigned_names(items: list[c_ast.Node]) -> set[str]:
     """Names assigned (``x = ...``, ``x op= ...``, ``x++``) or declared anywhere in ``items``."""
     out: set[str] = set()
     for item in items:
-        for n in _walk(item):
+        for n in walk(item):
             if isinstance(n, c_ast.Assignment) and isinstance(n.lvalue, c_ast.ID):
                 out.add(n.lvalue.name)
             elif isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--") and isinstance(n.expr, c_ast.ID):
@@ -587,22 +494,9 @@ def _loop_variables(items: list[c_ast.Node]) -> set[str]:
     """The variables that the ``for`` loops in ``items`` start."""
     out: set[str] = set()
     for item in items:
-        for n in _walk(item):
+        for n in walk(item):
             if isinstance(n, c_ast.For) and isinstance(n.init, c_ast.Assignment) and isinstance(n.init.lvalue, c_ast.ID):
                 out.add(n.init.lvalue.name)
             elif isinstance(n, c_ast.For) and isinstance(n.init, c_ast.DeclList):
                 out |= {d.name for d in n.init.decls}
     return out
-
-
-def _is_name(node: c_ast.Node | None, name: str) -> bool:
-    return isinstance(node, c_ast.ID) and node.name == name
-
-
-def _walk(node: c_ast.Node | None):  # noqa: ANN202 - a generator of nodes
-    """``node`` and every node under it, parents first."""
-    if node is None:
-        return
-    yield node
-    for _, child in node.children():
-        yield from _walk(child)
