@@ -164,3 +164,15 @@ def test_cli_script_errors_stay_one_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "polyfuse", "show", str(tmp_path / "p.py")], capture_output=True, text=True)
     assert out.returncode == 1
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_graph_errors_end_at_the_users_line():
+    R, D = pf.params("R D")
+    g = pf.Graph("bad")
+    x, w = g.input("x", (R, D)), g.input("w", (R, R))
+    with pytest.raises(pf.PolyfuseError, match="matmul: inner dimensions do not match") as info:
+        x @ w
+    assert frames_of(info.value) == [HERE]
+    with pytest.raises(pf.PolyfuseError, match="softmax: axis 5 is out of range") as info:
+        pf.ops.softmax(x, axis=5)
+    assert frames_of(info.value) == [HERE]

@@ -288,4 +288,11 @@ def reduction(op: str, kind: str, fn: Callable[..., Val], operands: Sequence[Ten
     return graph.apply(op, list(ops), out_shape, dtype, lower)
 
 
+# A user's tensor expression (`x @ w`, `x.sum()`) is a public entry point: its errors end at the user's line.
+_OPERATORS = {"__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+              "__neg__", "__matmul__", "__rmatmul__", "__getitem__"}
+for _name, _method in list(vars(Tensor).items()):
+    if callable(_method) and (_name in _OPERATORS or not _name.startswith("_")):
+        setattr(Tensor, _name, api_boundary(_method))
+
 __all__ = ["Graph", "Lowering", "Param", "Tensor", "Val", "broadcast_shapes", "elementwise", "reduction"]

@@ -4,6 +4,7 @@ Every operator records a tensor; ``g.build(**outputs)`` lowers them to statement
 general scheduler fuses them.
 """
 
+from polyfuse.errors import api_boundary as _api_boundary
 from polyfuse.ops.conv import conv2d
 from polyfuse.ops.elementwise import abs, add, div, exp, log, maximum, minimum, mul, neg, rsqrt, sqrt, sub, tanh  # noqa: A004
 from polyfuse.ops.linalg import matmul
@@ -17,3 +18,7 @@ __all__ = [
     "mul", "neg", "relu", "rsqrt", "sigmoid", "softmax", "sqrt", "sub", "sum", "tanh", "transpose",
     "batch_norm", "expand", "log_softmax", "permute", "reshape", "rms_norm", "select", "silu", "slice_axis", "squeeze", "unsqueeze",
 ]
+
+# Each operator is a public entry point: a shape error ends its traceback at the user's line.
+for _name in __all__:
+    globals()[_name] = _api_boundary(globals()[_name])
