@@ -50,6 +50,13 @@ def test_large_sets_are_sliced_and_runs_of_slices_bisected(monkeypatch):
     assert runs
 
 
+def test_a_count_periodic_in_the_tile_index_is_not_taken_for_a_constant():
+    """Multiples of 3 in 32-element tiles: 11, 11, 10 per tile (period 3). With 20403 tiles the run's
+    ends, quartiles and middle all fall on tiles of the same phase; the ends' neighbours do not."""
+    s = isl.Set("{ [t, e] : 0 <= t < 20403 and 32t <= e < 32t + 32 and exists (k : e = 3k) }")
+    assert footprint.count_points(s) == int(s.count_val().to_python())
+
+
 def test_factoring_sees_through_integer_divisions():
     """``t`` and ``e`` are linked only through ``floor(e / 32)``: the set factors as {t, e} x {u}."""
     piece = isl.Set("{ [t, u, e] : 0 <= t < 10 and 0 <= u < 5 and 0 <= e < 320 and t = floor(e / 32) }").get_basic_sets()[0]

@@ -24,6 +24,7 @@ last and interior slices separately (see its docstring for the one assumption th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -80,17 +81,27 @@ def _rows(s: isl.Set, limit: int) -> int:
     return rows
 
 
+MAX_PERIOD = 64
+"""Slices are summed by residue classes of at most this period; a set whose slice counts may have a longer
+period has every slice counted (see :func:`count_points`)."""
+
+
 def count_points(s: isl.Set) -> int:
     """The exact number of integer points of the bounded, parameter-free set ``s``.
 
     A set whose dimensions fall into groups that no constraint links (a tile index and the array index it
     bounds; a box) is the product of its groups' counts (:func:`_count_factored`). Otherwise small sets
     are scanned by isl (``count_val``: every dimension but the last is enumerated), and larger ones are
-    sliced along dimension 0 (``[lo, hi]``): the end slices ``lo`` and ``hi`` are counted, and the interior
-    ``lo+1 .. hi-1`` is summed by :func:`_sum_slices`, which takes a run of slices whose counts lie on a
-    line at five sample points (equal counts: translation-invariant interior tiles; a line: triangular
-    domains) to lie on that line throughout, and bisects the run otherwise (a skewed band: constant in the
-    middle, linear near each end), down to counting every slice of short runs.
+    sliced along dimension 0 (``[lo, hi]``). The count of slice ``t`` is a quasi-polynomial in ``t``: a
+    polynomial on each residue class of ``t`` modulo a period that divides the least common multiple
+    ``P`` of the other dimensions' coefficients and of the integer divisions' (:func:`_period`; 1 for a
+    tile footprint ``32t <= e < 32t + 32``, 3 for the multiples of 3 it holds). The interior slices of
+    each residue class are summed by :func:`_sum_slices`: a run whose counts lie on a line at seven
+    sample points (its ends, their neighbours, its quartiles and middle: equal counts for
+    translation-invariant interior tiles, a line for triangular domains) is taken to lie on that line
+    throughout, which is exact where the slice count is concave, as the lengths of a convex set's slices
+    are; other runs are bisected (a skewed band: constant in the middle, linear near each end), down to
+    counting every slice of short runs. Where ``P`` exceeds :data:`MAX_PERIOD` every slice is counted.
     """
     s = _drop_params(s)
     if s.is_empty():
@@ -108,24 +119,63 @@ def count_points(s: isl.Set) -> int:
     def at(v: int) -> int:
         return count_points(s.fix_val(isl.dim_type.set, 0, isl.Val.int_from_si(ctx, v)).project_out(isl.dim_type.set, 0, 1))
 
-    if hi - lo + 1 <= 8:
+    period = _period(s)
+    if hi - lo + 1 <= 8 or period > MAX_PERIOD:
         return sum(at(v) for v in range(lo, hi + 1))
-    a, z = lo + 1, hi - 1
-    return at(lo) + at(hi) + _sum_slices(at, a, z, at(a), at(z))
+    total = 0
+    for r in range(period):
+        n = (hi - (lo + r)) // period + 1 if lo + r <= hi else 0
+        if n <= 0:
+            continue
+        first = lo + r
+
+        def term(j: int, first: int = first) -> int:
+            return at(first + period * j)
+
+        total += _sum_slices(term, 0, n - 1, term(0), term(n - 1))
+    return total
+
+
+def _period(s: isl.Set) -> int:
+    """The least common multiple of the absolute coefficients of every dimension but 0 and of every integer
+    division in the constraints of ``s``, and of the divisions' denominators: a multiple of the period of
+    its slice counts along dimension 0."""
+    flat = s.flatten() if s.is_wrapping() else s
+    period = 1
+    for piece in flat.get_basic_sets():
+        n, nd = piece.dim(isl.dim_type.set), piece.dim(isl.dim_type.div)
+        values = []
+        for c in piece.get_constraints():
+            values += [c.get_coefficient_val(isl.dim_type.set, k) for k in range(1, n)]
+            values += [c.get_coefficient_val(isl.dim_type.div, d) for d in range(nd)]
+        for d in range(nd):
+            try:
+                values.append(piece.get_div(d).get_denominator_val())
+            except isl.Error:
+                pass  # an unknown division: its constraints' coefficients count
+        for v in values:
+            k = abs(int(v.to_python())) if v.is_int() else 1
+            if k > 1:
+                period = period * k // math.gcd(period, k)
+                if period > MAX_PERIOD:
+                    return period
+    return period
 
 
 def _sum_slices(at, a: int, z: int, ca: int, cz: int) -> int:
     """``sum(at(v) for v in range(a, z + 1))`` given ``ca = at(a)`` and ``cz = at(z)`` (see
     :func:`count_points`)."""
     n = z - a + 1
+    if n <= 2:
+        return ca + (cz if n == 2 else 0)
     if n <= 8:
         return ca + cz + sum(at(v) for v in range(a + 1, z))
     mid = (a + z) // 2
     q1, q3 = (a + mid) // 2, (mid + z) // 2
-    cm, c1, c3 = at(mid), at(q1), at(q3)
+    cm = at(mid)
     if (cz - ca) % (z - a) == 0:
         slope = (cz - ca) // (z - a)
-        if all(c == ca + slope * (v - a) for v, c in ((q1, c1), (mid, cm), (q3, c3))):
+        if cm == ca + slope * (mid - a) and all(at(v) == ca + slope * (v - a) for v in (q1, q3, a + 1, z - 1)):
             return n * (ca + cz) // 2
     return _sum_slices(at, a, mid, ca, cm) + _sum_slices(at, mid + 1, z, at(mid + 1), cz)
 
