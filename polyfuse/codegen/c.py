@@ -433,10 +433,13 @@ class _CPrinter:
         kind = _PROMOTED.get(e.dtype.name, e.dtype.name)
         fn = _BINARY_FN[kind].get(e.op)
         if fn is not None:
-            return f"{self._function(fn)}({_strip_parens(lhs)}, {_strip_parens(rhs)})"
-        if e.op == "//":
-            return f"{_FLOOR[kind]}({lhs} / {rhs})"
-        return f"({lhs} {_INFIX[e.op]} {rhs})"
+            text = f"{self._function(fn)}({_strip_parens(lhs)}, {_strip_parens(rhs)})"
+        elif e.op == "//":
+            text = f"{_FLOOR[kind]}({lhs} / {rhs})"
+        else:
+            text = f"({lhs} {_INFIX[e.op]} {rhs})"
+        # an i8/i16/u8 operation (the DSL's; C's own promote first) wraps to its type as numpy's does
+        return f"(({e.dtype.c_name}){text})" if e.dtype.name in _PROMOTED else text
 
 
 def _literal(value: float | int, dtype: DType) -> str:

@@ -158,6 +158,12 @@ def _float_func(op: str, dtype: str) -> str:
 
 
 def _binary(e: Binary, a: str, b: str) -> str:
+    text = _binary_text(e, a, b)
+    # an i8/i16/u8 operation (the DSL's; C's own promote first) wraps to its type as numpy's does
+    return f"(({e.dtype.c_name}) {text})" if e.dtype.name in ("i8", "i16", "u8") else text
+
+
+def _binary_text(e: Binary, a: str, b: str) -> str:
     is_float = e.dtype.is_float
     if e.op in ("max", "min", "pow"):
         if is_float:
