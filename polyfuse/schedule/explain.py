@@ -28,7 +28,7 @@ def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: Dep
               apart: tuple[frozenset[str], ...] = ()) -> tuple[FusionDecision, ...]:
     """The decisions for each kernel of several statements and each pair of neighbouring kernels.
     ``apart``: the statements of the kernels ``fusion="smart"`` fused and then distributed again because
-    the traffic model rated them cheaper apart (the notes give the bytes)."""
+    its model rated them better apart (the notes give the numbers)."""
     out: list[FusionDecision] = []
     for k in kernels:
         if len(k.statements) > 1:
@@ -40,8 +40,8 @@ def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: Dep
     for a, b in zip(kernels, kernels[1:]):
         first, second = a.statements, b.statements
         if any(set(first) | set(second) <= group for group in apart):
-            reason = ("fusion='smart' fused them, then distributed them again: the traffic model rates them cheaper "
-                      "in separate kernels (the notes give the bytes)")
+            reason = ("fusion='smart' fused them, then distributed them again: the model rates them better in "
+                      "separate kernels (fewer bytes, or register micro-tiles kept; the notes give the numbers)")
         elif fusion in _POLICY:
             reason = _POLICY[fusion]
             blocker = _blocker(prog, "max", view, first, second)

@@ -4,8 +4,9 @@ The two candidates come from isl (``scheduler.py``): the parallelism-keeping max
 isl's incremental clustering) and minimal fusion (``unfused``, one loop nest per strongly connected
 component). The decision is taken **per fused kernel**, not for the whole program: each kernel of the fused
 schedule whose statements are exactly those of several unfused kernels is compared, in modelled bytes at
-the schedule's sizes, with those kernels together. Where they move fewer bytes (and are no less parallel)
-the fused kernel is *distributed*, the rest of the fused schedule left as it is:
+the schedule's sizes, with those kernels together. Where they move fewer bytes, or keep register
+micro-tiles (C: a contraction is compute-bound) that the fused kernel loses, and are no less parallel, the
+fused kernel is *distributed*, the rest of the fused schedule left as it is:
 
 * a fused kernel outside every host loop is replaced by the unfused kernels themselves, their subtrees
   copied from the unfused tree under a sequence of filters in the unfused order (no rescheduling: the
@@ -15,10 +16,11 @@ the fused kernel is *distributed*, the rest of the fused schedule left as it is:
   distribution of that kernel alone).
 
 The *mixed* schedule is mapped and checked for legality like any other variant (``finish``). The schedule
-kept is the one the model rates best among fused, mixed and unfused: the fewest bytes among those no
-less parallel (no more sequential kernels) than the fused one; ties go to the fused schedule, then the
-mixed one. **Nothing the model rates worse is kept silently**: when the schedule kept moves more bytes
-than one of the others (it is more parallel, or distributing ran out of its isl budget or failed), or when
+kept is the one the model rates best among fused, mixed and unfused: the most register micro-tiles, then
+the fewest bytes, among those no less parallel (no more sequential kernels) than the fused one; ties go to
+the fused schedule, then the mixed one. **Nothing the model rates worse is kept silently**: when the schedule kept moves more bytes
+than one of the others (it is more parallel, keeps more micro-tiles, or distributing ran out of its isl
+budget or failed), or when
 a step of the comparison ran out so that the schedules could not be rated, a :class:`PolyfuseWarning`
 says so at the user's call and a note says it in ``explain()``. Should distributing fail, the fallback
 is the better rated of fused and unfused (e.g. ``fusion="min"`` for an MLP whose fused kernel needs a
@@ -30,6 +32,7 @@ Every comparison is written to the notes, which ``explain()`` prints.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -81,7 +84,7 @@ class _Candidate:
     bytes: int
     sequential: int
 
-    @property
+    @functools.cached_property
     def microtiles(self) -> int:
         return sum(_microtiles(self.schedule).values())
 
