@@ -23,6 +23,7 @@ from polyfuse.frontend.dsl import program
 from polyfuse.frontend.graph import Graph, Tensor
 from polyfuse.frontend.intrinsics import abs, empty, exp, log, max, min, pow, sqrt, tanh, where  # noqa: A004
 from polyfuse.frontend.scop_c import from_c
+from polyfuse.frontend.torch import from_torch, torch_report  # torch itself is imported on first use
 from polyfuse.ir.program import Access, Array, Program, Statement
 from polyfuse.runtime.reference import reference
 from polyfuse.schedule import schedule
@@ -35,3 +36,4 @@ __all__ = [
     "Param", "PolyfuseError", "PolyfuseWarning", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64", "from_c",
     "i8", "i16", "i32", "load_schedule", "i64", "u8", "log", "max", "min", "params", "pow", "program", "reference", "schedule", "sqrt", "tanh", "where",
 ]
+__all__ += ["from_torch", "torch_report"]

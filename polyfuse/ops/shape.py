@@ -121,6 +121,8 @@ def reshape(x: Tensor, shape: Sequence[Any]) -> Tensor:
     """A view of ``x`` with ``shape`` in row-major element order (one entry may be -1: inferred)."""
     out = _resolve_shape(x, shape)
     groups = _groups(x.shape, out)
+    if any(sum(1 for k in xs if not is_one(x.shape[k])) > 1 for xs, _ in groups):
+        return _merge_copy(x, out, groups)
 
     def index(lw: Lowering, subs: list) -> list:
         src: list = []
@@ -148,6 +150,37 @@ def reshape(x: Tensor, shape: Sequence[Any]) -> Tensor:
         return src
 
     return x.graph.view("reshape", x, out, index)
+
+
+def _merge_copy(x: Tensor, out: tuple[SizeExpr, ...], groups: list[tuple[list[int], list[int]]]) -> Tensor:
+    """A reshape that merges dimensions, as a copy over ``x``'s index space: the merged subscript
+    ``sum(i_k * stride_k)`` is affine when written, where reading it back as a view would take ``//`` and
+    ``%`` (quasi-affine accesses that make isl's scheduler far slower)."""
+
+    def lower(lw: Lowering, t: Tensor, y: str) -> None:
+        with lw.nest(x.shape) as its:
+            subs: list = []
+            for xs, os in groups:
+                if not os:
+                    continue
+                if not xs:
+                    subs.extend(lw.index([0]))
+                    continue
+                lin = lw.index([0])[0]
+                for k in xs:
+                    lin = lin * x.shape[k].constant + lw.index([its[k]])[0] if len(xs) > 1 else lw.index([its[k]])[0]
+                inner = math.prod(out[k].constant for k in os) if len(os) > 1 else 1
+                for k in os:
+                    if len(os) == 1:
+                        subs.append(lin)
+                        continue
+                    n = out[k].constant
+                    inner //= n
+                    part = _floordiv(lin, inner)
+                    subs.append(part if k == os[0] else part.mod_val(n))
+            lw.assign(y, subs, "=", lambda ld: ld(x, its), f"{y} = reshape({lw.array(x)})")
+
+    return x.graph.apply("reshape", [x], out, x.dtype, lower)
 
 
 def squeeze(x: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
