@@ -135,11 +135,20 @@ def partition_and_compile(gm: fx.GraphModule, time_limit: float | None = DEFAULT
     return fused
 
 
-def polyfuse_backend(gm: fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
+def polyfuse_backend(gm: fx.GraphModule, example_inputs: list[Any], options: dict[str, Any] | None = None) -> Any:
     """The dynamo backend: AOT autograd to ATen, then :func:`partition_and_compile` on the forward graph
-    (and on the inference graph); backward graphs, where autograd needs them, run eagerly."""
+    (and on the inference graph); backward graphs, where autograd needs them, run eagerly.
+
+    ``torch.compile(model, backend="polyfuse", options={"schedule_time_limit": 300})`` sets the seconds
+    each scheduler run may take (default :data:`~polyfuse.frontend.torch.compiling.DEFAULT_TIME_LIMIT`;
+    ``None``: unbounded)."""
+    opts = dict(options or {})
+    time_limit = opts.pop("schedule_time_limit", DEFAULT_TIME_LIMIT)
+    if opts:
+        raise PolyfuseError(f"unknown polyfuse backend option(s): {', '.join(sorted(opts))} (known: schedule_time_limit)")
+
     def forward(fw: fx.GraphModule, inputs: list[Any]) -> Any:
-        return make_boxed_func(partition_and_compile(fw, inputs).forward)
+        return make_boxed_func(partition_and_compile(fw, time_limit).forward)
 
     def backward(bw: fx.GraphModule, inputs: list[Any]) -> Any:
         return make_boxed_func(bw.forward)
