@@ -88,6 +88,7 @@ class Converter:
         self.attributes = attributes or {}
         self.env: dict[fx.Node, Any] = {}
         self.inputs: dict[str, fx.Node] = {}  # program input name -> placeholder or get_attr node
+        self.unused: set[str] = set()  # placeholders nothing reads (no array)
 
     def input(self, node: fx.Node) -> Tensor:
         val = tensor_meta(node)
@@ -134,7 +135,9 @@ class Converter:
         """The Program of the whole graph (or of ``outputs``); returns it and the output names in order."""
         result: list[Any] = []
         for n in self.fx.nodes:
-            if n.op == "placeholder":
+            if n.op in ("placeholder", "get_attr") and not n.users:
+                self.unused.add(n.name)  # e.g. a BatchNorm's int64 num_batches_tracked: no array
+            elif n.op == "placeholder":
                 self.env[n] = self.input(n) if isinstance(n.meta.get("val"), torch.Tensor) else _scalar_input(n)
             elif n.op == "get_attr":
                 self.env[n] = self.input(n)

@@ -32,7 +32,7 @@ class TorchBinding:
     model's own tensors, read at call time), ``outputs`` the output array names in the model's order."""
 
     program: Program
-    inputs: tuple[str, ...]
+    inputs: tuple[str | None, ...]
     tensors: Mapping[str, torch.Tensor]
     outputs: tuple[str, ...]
 
@@ -40,7 +40,7 @@ class TorchBinding:
         """Every input array of the Program as a zero-copy numpy view (non-contiguous inputs are copied)."""
         if len(inputs) != len(self.inputs):
             raise PolyfuseError(f"{self.program.name} takes {len(self.inputs)} input tensor(s), got {len(inputs)}")
-        out = {name: as_array(t, name) for name, t in zip(self.inputs, inputs)}
+        out = {name: as_array(t, name) for name, t in zip(self.inputs, inputs) if name is not None}
         out.update((name, as_array(t, name)) for name, t in self.tensors.items())
         return out
 
@@ -154,9 +154,10 @@ def _build(graph: fx.Graph, label: str, user: list[str], tensors_by_node: Mappin
     cx = Converter(graph, label)
     program, outputs = cx.run()
     by_node = {node.name: array for array, node in cx.inputs.items()}
-    inputs = tuple(by_node[n] for n in user if n in by_node)
-    if len(inputs) != len(user):
-        raise UnsupportedOperator(f"from_torch: {label} has inputs that are not float tensors ({', '.join(n for n in user if n not in by_node)})")
+    inputs = tuple(by_node.get(n) for n in user)
+    bad = [n for n in user if n not in by_node and n not in cx.unused]
+    if bad:
+        raise UnsupportedOperator(f"from_torch: {label} has inputs that are not float tensors ({', '.join(bad)})")
     tensors = {by_node[n]: t for n, t in tensors_by_node.items() if n in by_node}
     return program, TorchBinding(program, inputs, tensors, tuple(outputs))
 
