@@ -55,9 +55,9 @@ def test_illegal_edit_names_the_dependence():
 
 
 def test_unreadable_text_is_a_polyfuse_error():
-    with pytest.raises(pf.PolyfuseError, match="cannot read the schedule as an isl schedule tree"):
+    with pytest.raises(pf.PolyfuseError, match="cannot parse the schedule as an isl schedule tree"):
         pf.load_schedule('domain: "[N] -> { S0[i] : 0 <= i < N"\n')
-    with pytest.raises(pf.PolyfuseError, match="cannot read the schedule as an isl union map"):
+    with pytest.raises(pf.PolyfuseError, match="cannot parse the schedule as an isl union map"):
         pf.schedule(add_exp, schedule="{ S0[i, j] -> [i, j ")
 
 

@@ -54,7 +54,7 @@ def read_schedule(text: str) -> isl.Schedule | isl.UnionMap:
     except isl.Error as e:
         what = "an isl schedule tree" if is_tree_text(body) else "an isl union map (or a schedule tree)"
         reason = str(e).split(" in /")[0]
-        raise PolyfuseError(f"cannot read the schedule as {what}: {reason}\n{_excerpt(body)}") from None
+        raise PolyfuseError(f"cannot parse the schedule as {what}: {reason}\n{_excerpt(body)}") from None
 
 
 def section_of(text: str) -> str:
