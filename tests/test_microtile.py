@@ -135,3 +135,35 @@ def test_batched_matmul_and_mlp_chain_match_numpy():
 def test_explicit_tile_sizes_keep_the_plain_tiling():
     sched = pf.schedule(_matmul(), target="c", params={"M": 64, "K": 64, "N": 64}, tile=(16, 16, 16))
     assert not _marks(sched)
+
+
+def _np_conv(x, w, padding, stride):
+    n, c, h, wd = x.shape
+    f, _, kh, kw = w.shape
+    pad = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    oh, ow = (h + 2 * padding - kh) // stride + 1, (wd + 2 * padding - kw) // stride + 1
+    out = np.zeros((n, f, oh, ow))
+    for r in range(kh):
+        for s in range(kw):
+            win = pad[:, :, r:r + stride * (oh - 1) + 1:stride, s:s + stride * (ow - 1) + 1:stride]
+            out += np.einsum("nchw,fc->nfhw", win, w[:, :, r, s])
+    return out
+
+
+@pytest.mark.parametrize("padding, stride", [(1, 1), (0, 1), (2, 2)])
+def test_conv2d_matches_numpy(padding, stride):
+    g = pf.Graph("conv")  # concrete sizes (a stride needs them)
+    x = g.input("x", (2, 5, 9, 37), pf.f32)
+    w = g.input("w", (13, 5, 3, 3), pf.f32)
+    prog = g.build(y=pf.ops.relu(pf.ops.conv2d(x, w, padding=padding, stride=stride)))
+    sizes: dict[str, int] = {}
+    sched = pf.schedule(prog, target="c", params=sizes)
+    if stride == 1:  # the output row is the lane: contiguous in the (padded) input too
+        assert _marks(sched)
+    rng = np.random.default_rng(padding)
+    xv = rng.uniform(-1, 1, (2, 5, 9, 37)).astype(np.float32)
+    wv = rng.uniform(-1, 1, (13, 5, 3, 3)).astype(np.float32)
+    want = np.maximum(_np_conv(xv, wv, padding, stride), 0)
+    y = np.zeros(want.shape, np.float32)
+    pf.compile(prog, target="c", params=sizes)(x=xv, w=wv, y=y)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)

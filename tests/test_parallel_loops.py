@@ -96,3 +96,63 @@ def test_threads_option_sets_the_count_for_the_call_and_restores_it():
     assert seen == [3] and lib.omp_get_max_threads() == before
     with pytest.raises(pf.PolyfuseError, match="threads= must be a positive int"):
         pf.compile(g.build(y=pf.ops.exp(x)), target="c", threads=0)
+
+
+def _random_args(prog: pf.Program, sizes: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in prog.arguments:
+        arr = prog.arrays[name]
+        out[name] = rng.uniform(1, 2, arr.concrete_shape(sizes)).astype(arr.dtype.numpy)
+    return out
+
+
+@pytest.mark.parametrize("name, sizes", [("jacobi_1d", {"N": 37, "T": 5}), ("jacobi_2d", {"N": 19, "T": 4}),
+                                         ("lu", {"N": 23}), ("floyd_warshall", {"N": 21}), ("cholesky", {"N": 17})])
+def test_host_loops_keep_one_parallel_region(name, sizes):
+    from examples import kernels as K
+
+    prog = getattr(K, name)
+    exe = pf.compile(prog, target="c", params=sizes)
+    text = exe.code.text
+    if name.startswith("jacobi"):  # a time loop around parallel kernels: one region, no fork/join per step
+        assert text.count("#pragma omp parallel\n") == 1 and "#pragma omp parallel for" not in text
+        assert text.count("#pragma omp for") == 2
+    args = _random_args(prog, sizes)
+    if name == "cholesky":  # symmetric positive definite
+        n = sizes["N"]
+        a = args["A"]
+        args["A"] = (a @ a.T + n * np.eye(n)).astype(a.dtype)
+    want = {k: v.copy() for k, v in args.items()}
+    scalars = {k: v for k, v in sizes.items() if k not in ("N",)}
+    exe(**args, **scalars)
+    pf.reference(prog)(**want, **scalars)
+    for k in args:
+        np.testing.assert_allclose(args[k], want[k], rtol=1e-9 if args[k].dtype == np.float64 else 1e-5, err_msg=k)
+
+
+T = pf.params("T")
+
+
+@pf.program
+def _host_mix(A: pf.f64[W], B: pf.f64[W]):
+    for t in range(T):
+        for i in range(W):
+            B[i] = A[i] * 0.5 + 1.0
+        for i in range(1, W):
+            A[i] = A[i - 1] * 0.25 + B[i]
+
+
+def test_sequential_kernel_inside_a_region_runs_on_one_thread():
+    exe = pf.compile(_host_mix, target="c", params={"W": 301, "T": 6}, fusion="none")
+    text = exe.code.text
+    assert "#pragma omp parallel\n" in text and "#pragma omp single" in text and "#pragma omp for" in text
+    rng = np.random.default_rng(9)
+    a, b = rng.uniform(0, 1, 301), rng.uniform(0, 1, 301)
+    want_a, want_b = a.copy(), b.copy()
+    pf.reference(_host_mix)(A=want_a, B=want_b, T=6)
+    for _ in range(5):  # racing threads in the single kernel would show up as differences
+        got_a, got_b = a.copy(), b.copy()
+        exe(A=got_a, B=got_b, T=6)
+        np.testing.assert_array_equal(got_a, want_a)
+        np.testing.assert_array_equal(got_b, want_b)

@@ -152,6 +152,8 @@ class _CPrinter:
         self.math_parts: set[str] = set()
         self.uses_vectors = False  # set by the micro-kernel printer (``c_micro.py``)
         self.collapsible = _collapsible_iterators(sched.tree, self.iterators)
+        self.in_kernel = False  # printing below a kernel mark
+        self.in_region = False  # printing inside a host loop's ``omp parallel`` region
         self._scan(self.ast, None, None)
         self.function_scalars = self._function_scope_scalars()
 
@@ -302,7 +304,18 @@ class _CPrinter:
             kernel = ident.user
             label = f"kernel {kernel.name}: {', '.join(kernel.statements)}" if isinstance(kernel, Kernel) else "kernel"
             pad = INDENT * depth
-            return [f"{pad}/* {label} */", f"{pad}{{", *self._node(node.mark_get_node(), depth + 1, None), f"{pad}}}"]
+            if self.in_region and not self._shares_work(node):
+                # inside a host loop's parallel region: one thread runs a kernel that has no OpenMP loop
+                label += " (one thread of the team: omp single)"
+                self.in_kernel = True
+                body = self._node(node.mark_get_node(), depth + 2, None)
+                self.in_kernel = False
+                return [f"{pad}/* {label} */", f"{pad}#pragma omp single", f"{pad}{{", f"{pad}{INDENT}{{", *body,
+                        f"{pad}{INDENT}}}", f"{pad}}}"]
+            self.in_kernel = True
+            body = self._node(node.mark_get_node(), depth + 1, None)
+            self.in_kernel = False
+            return [f"{pad}/* {label} */", f"{pad}{{", *body, f"{pad}}}"]
         if name == MICROTILE_MARK:
             lines = microtile_lines(self, node, depth)
             if lines is not None:
@@ -311,6 +324,13 @@ class _CPrinter:
 
     def _for(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str]:
         pad = INDENT * depth
+        if not self.in_kernel and not self.in_region and _holds_parallel_mark(node) and self._region_fits(node):
+            # a host loop around parallel kernels: one parallel region for the whole loop, each kernel an
+            # ``omp for`` (its implicit barrier orders the kernels), instead of a fork and join per iteration
+            self.in_region = True
+            loop = self._for(node, depth + 1, parallel)
+            self.in_region = False
+            return [f"{pad}#pragma omp parallel", f"{pad}{{", *loop, f"{pad}}}"]
         it = self._index(node.for_get_iterator())
         init = self._index(node.for_get_init())
         body_depth = depth + 1
@@ -322,7 +342,8 @@ class _CPrinter:
             self._loop_counter += 1
             private = sorted(self.usage.per_loop.get(loop, set()) - self.function_scalars)
             collapse = " collapse(2)" if not private and self._collapsible(node, it) else ""
-            lines.append(f"{pad}#pragma omp parallel for schedule(static){collapse}")
+            construct = "for" if self.in_region else "parallel for"
+            lines.append(f"{pad}#pragma omp {construct} schedule(static){collapse}")
         elif not node.for_is_degenerate() and self.sched.reassociate:
             reductions = self._simd_reductions(node.for_get_body())
             if reductions:
@@ -338,6 +359,42 @@ class _CPrinter:
         lines += self._node(node.for_get_body(), body_depth, None if is_parallel else self._through_degenerate(node, parallel))
         lines.append(f"{pad}}}")
         return lines
+
+    def _region_fits(self, node: isl.AstNode) -> bool:
+        """Whether every kernel below host node ``node`` either is one ``omp for`` loop (see
+        :meth:`_shares_work`) or has no parallel loop at all (it runs as ``omp single``): a kernel with
+        work outside its parallel loop keeps its own ``omp parallel for`` and the host loop no region."""
+        t = node.get_type()
+        if t == isl.ast_node_type.mark:
+            if node.mark_get_id().get_name() == KERNEL_MARK:
+                return self._shares_work(node) or not _holds_parallel_mark(node.mark_get_node())
+            return self._region_fits(node.mark_get_node())
+        if t == isl.ast_node_type.for_:
+            return self._region_fits(node.for_get_body())
+        if t == isl.ast_node_type.block:
+            return all(self._region_fits(c) for c in _children(node))
+        if t == isl.ast_node_type.if_:
+            return self._region_fits(node.if_get_then_node()) and (
+                not node.if_has_else_node() or self._region_fits(node.if_get_else_node()))
+        return True
+
+    def _shares_work(self, kernel: isl.AstNode) -> bool:
+        """Whether the kernel below this ``kernel`` mark is one ``omp for`` loop with nothing outside it
+        (then every thread of a host loop's region may enter it); otherwise it runs as ``omp single``."""
+        node, parallel = kernel.mark_get_node(), None
+        while True:
+            t = node.get_type()
+            if t == isl.ast_node_type.mark:
+                parallel = self._parallel_below(node, parallel)
+                node = node.mark_get_node()
+            elif t == isl.ast_node_type.block and len(list(_children(node))) == 1:
+                node = next(_children(node))
+            elif t == isl.ast_node_type.for_ and self._is_parallel_loop(node, parallel):
+                return True
+            elif t == isl.ast_node_type.for_ and self._through_degenerate(node, parallel):
+                node = node.for_get_body()
+            else:
+                return False
 
     def _simd_reductions(self, body: isl.AstNode) -> list[tuple[str, str]]:
         """``(operator, scalar)`` for each local scalar that the innermost loop with this body reduces
@@ -487,6 +544,21 @@ def _collapsible_iterators(tree: isl.Schedule, iterators: Sequence[str]) -> froz
 
     tree.get_root().foreach_descendant_top_down(visit)
     return frozenset(found)
+
+
+def _holds_parallel_mark(node: isl.AstNode) -> bool:
+    """Whether some ``parallel`` mark lies below ``node`` in the AST."""
+    t = node.get_type()
+    if t == isl.ast_node_type.mark:
+        return node.mark_get_id().get_name() == PARALLEL_MARK or _holds_parallel_mark(node.mark_get_node())
+    if t == isl.ast_node_type.for_:
+        return _holds_parallel_mark(node.for_get_body())
+    if t == isl.ast_node_type.block:
+        return any(_holds_parallel_mark(c) for c in _children(node))
+    if t == isl.ast_node_type.if_:
+        return _holds_parallel_mark(node.if_get_then_node()) or (
+            node.if_has_else_node() and _holds_parallel_mark(node.if_get_else_node()))
+    return False
 
 
 def _own_update(stmt, k: int) -> bool:

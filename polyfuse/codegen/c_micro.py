@@ -112,14 +112,19 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
     stmt = call.statement
     if stmt.name != info.statement:
         return None
-    loop_of: dict[str, str] = {}  # statement iterator -> AST loop iterator
-    names = [lp.name for lp in loops]
-    for it, arg in zip(stmt.iterators, call.arguments):
-        if arg.get_type() != isl.ast_expr_type.id or arg.get_id().get_name() not in names:
-            return None
-        loop_of[it] = arg.get_id().get_name()
+    loop_of: dict[str, str] = {}  # statement iterator -> its value as C text (an AST iterator for the tile's)
     rows, lane, red = loops[-3:]
+    inner = {rows.name, lane.name, red.name}
+    for it, arg in zip(stmt.iterators, call.arguments):
+        if arg.get_type() == isl.ast_expr_type.id:
+            loop_of[it] = arg.get_id().get_name()
+        elif _ids(arg) & inner:
+            return None  # another iterator's value moves with the tile's loops: not this shape
+        else:
+            loop_of[it] = f"({printer._index(arg)})"
     if [rows.name, lane.name, red.name] != [loop_of[info.rows], loop_of[info.lane], loop_of[info.reduction]]:
+        return None
+    if any(name in inner for it, name in loop_of.items() if it not in (info.rows, info.lane, info.reduction)):
         return None
     if any(lp.degenerate or lp.last is None or not lp.unit for lp in (rows, lane, red)):
         return None

@@ -12,6 +12,7 @@ The padding guard is an affine condition on the update's domain, so no instance 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from polyfuse.errors import PolyfuseError, ShapeError
@@ -68,15 +69,31 @@ def conv2d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: Any = 1, pa
         with lw.nest(shape) as its:
             init = (lambda ld: ld(bias, [its[1]])) if bias is not None else (lambda ld: const(0, dtype))
             lw.assign(y, its, "=", init, f"{y} = {'bias' if bias is not None else 0}")
-        with lw.nest((n, f, oh, ow, c, kh, kw)) as its:
-            i_n, i_f, i_oh, i_ow, i_c, i_kh, i_kw = its
+        src, oy, ox = lw.array(x), -ph, -pw
+        if (ph or pw) and sh == sw == 1:
+            # padding as data movement: a zero-bordered copy of x, so the window loops are rectangular
+            # (no min/max bounds of 2-3 iterations around every output element) and vectorise. (Strided
+            # convolutions keep the guards: their lane reads are strided anyway, and isl's scheduler
+            # takes minutes on the strided copy.)
+            src, oy, ox = lw.temp((n, c, h + 2 * ph, wd + 2 * pw), x.dtype, "padded"), 0, 0
+            with lw.nest((n, c, h + 2 * ph, wd + 2 * pw)) as its:
+                lw.assign(src, its, "=", lambda ld: const(0, x.dtype), f"{src} = 0")
+            with lw.nest((n, c, h, wd)) as its:
+                i_n, i_c, i_h, i_w = its
+                scope = lw.b.scope()
+                lw.assign(src, [i_n, i_c, scope.var(i_h) + ph, scope.var(i_w) + pw], "=", lambda ld: ld(x, its),
+                          f"{src}[n, c, h+{ph}, w+{pw}] = {lw.array(x)}[n, c, h, w]")
+        # the window loops outside the channel loop: the innermost reduction is the long one (C), which the
+        # C target's register micro-tile runs with the accumulators in registers
+        with lw.nest((n, f, oh, ow, kh, kw, c)) as its:
+            i_n, i_f, i_oh, i_ow, i_kh, i_kw, i_c = its
             scope = lw.b.scope()
-            row = scope.var(i_oh) * sh + scope.var(i_kh) - ph
-            col = scope.var(i_ow) * sw + scope.var(i_kw) - pw
+            row = scope.var(i_oh) * sh + scope.var(i_kh) + oy
+            col = scope.var(i_ow) * sw + scope.var(i_kw) + ox
             zero = scope.const(0)
             guard = row.ge_set(zero) & row.lt_set(lw.size(h)) & col.ge_set(zero) & col.lt_set(lw.size(wd))
-            with lw.b.condition(guard):
-                lw.assign(y, [i_n, i_f, i_oh, i_ow], "+=", lambda ld: ld(x, [i_n, i_c, row, col]) * ld(w, [i_f, i_c, i_kh, i_kw]),
-                          f"{y} += {lw.array(x)}[n, c, oh*{sh}+kh-{ph}, ow*{sw}+kw-{pw}] * {lw.array(w)}[f, c, kh, kw]")
+            text = f"{y} += {src}[n, c, oh*{sh}+kh{oy:+d}, ow*{sw}+kw{ox:+d}] * {lw.array(w)}[f, c, kh, kw]"
+            with lw.b.condition(guard) if src == lw.array(x) and (ph or pw) else contextlib.nullcontext():
+                lw.assign(y, [i_n, i_f, i_oh, i_ow], "+=", lambda ld: ld(src, [i_n, i_c, row, col]) * ld(w, [i_f, i_c, i_kh, i_kw]), text)
 
     return x.graph.apply("conv2d", inputs, shape, dtype, lower)

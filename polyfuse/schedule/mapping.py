@@ -21,7 +21,6 @@ Inside a kernel (:func:`map_kernel`), with the marks of ``model.py``:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -167,9 +166,8 @@ class Mapper:
         found = find_contraction(self.prog, node)
         if found is None:
             return None
-        coincident = [m for m in found.others if node.band_member_get_coincident(m)]
-        found = dataclasses.replace(found, others=(*coincident, *(m for m in found.others if m not in coincident)))
-        if not node.band_member_get_coincident(found.order[0]):
+        first = found.order[0]
+        if first >= node.band_n_member() or not node.band_member_get_coincident(first):
             return None
         return micro_tile(self.prog, node, found, self.cache_bytes, self._extent(node, found.rows) or None)
 

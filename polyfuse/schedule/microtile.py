@@ -74,8 +74,10 @@ class MicroTile:
 def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | None = None) -> Contraction | None:
     """The contraction of the band at ``node`` (see the module docstring), or ``None``.
 
-    ``statement``: the update to look for; by default the band's single update statement."""
-    if node.get_type() != T.band or node.band_n_member() < 3:
+    ``statement``: the update to look for; by default the band's single update statement. Members are
+    numbered over the band and the chain of single-child bands below it (:func:`merge_chain`): isl puts
+    a convolution's window loops in bands of their own."""
+    if node.get_type() != T.band:
         return None
     names = _statements(node)
     updates = [s for s in names if prog.statement(s).op == "+=" and prog.statement(s).is_reduction]
@@ -84,7 +86,11 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
     if len(updates) != 1:
         return None
     stmt = prog.statement(updates[0])
-    dims = _member_iterators(node, stmt)
+    first = node.band_n_member()
+    chain = merge_chain(node) if len(names) == 1 else node
+    if chain.band_n_member() < 3:
+        return None
+    dims = _member_iterators(chain, stmt)
     if dims is None or sorted(dims) != list(range(stmt.depth)):
         return None
     write = access_coefficients(stmt.write.relation)
@@ -95,14 +101,36 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
     if len(lanes) != 1 or not reductions:
         return None
     lane = lanes[0]
-    rows = [m for m, d in enumerate(dims) if m != lane and m not in reductions]
-    if not rows:
+    reads = _read_coefficients(stmt)
+    if any(_stride(c, dims[lane]) == "other" for c in reads):
         return None
-    if any(_stride(c, dims[lane]) == "other" for c in _read_coefficients(stmt)):
+    # rows and lane must be parallel members of the first band (zero distance for every dependence there)
+    rows = [m for m, d in enumerate(dims) if m != lane and m not in reductions and m < first and chain.band_member_get_coincident(m)]
+    if not rows or lane >= first or not chain.band_member_get_coincident(lane):
         return None
-    row, reduction = rows[-1], reductions[-1]
-    others = tuple(m for m in range(len(dims)) if m not in (row, lane, reduction))
+    # rows: the member along which the fewest vector (lane-contiguous) operands move, so that the operands
+    # loaded as vectors are shared by the rows of the tile and only broadcasts differ per row
+    vector_reads = [c for c in reads if _stride(c, dims[lane]) == "one"]
+    row = min(rows, key=lambda m: (sum(1 for c in vector_reads if _stride(c, dims[m]) != "zero"), -m))
+    reduction = reductions[-1]  # the innermost: every element keeps its source order of terms
+    coincident = [m for m in range(len(dims)) if m not in (row, lane) and m not in reductions]
+    others = tuple(coincident + [m for m in reductions if m != reduction])
     return Contraction(stmt.name, row, lane, reduction, others)
+
+
+def merge_chain(node: isl.ScheduleNode) -> isl.ScheduleNode:
+    """The band at ``node`` merged with the chain of single-child bands below it (flags of the first band
+    kept, the others' members marked not parallel). Only the member order matters to the micro-tile,
+    which keeps the reduction members in their relative order; ``pf.schedule`` re-checks legality."""
+    n_first = node.band_n_member()
+    coincident = [node.band_member_get_coincident(k) for k in range(n_first)]
+    while node.n_children() == 1 and node.child(0).get_type() == T.band:
+        inner = node.child(0)
+        merged = node.band_get_partial_schedule().flat_range_product(inner.band_get_partial_schedule())
+        node = inner.delete().parent().delete().insert_partial_schedule(merged)
+    for k in range(node.band_n_member()):
+        node = node.band_member_set_coincident(k, coincident[k] if k < n_first else 0)
+    return node
 
 
 def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView) -> isl.Schedule:
@@ -171,6 +199,7 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     """The band at ``node`` reordered for ``found``, tiled for the caches, with a ``microtile`` mark on its
     point band, and the tile sizes. Returns the tile band (its child is the mark)."""
     stmt = prog.statement(found.statement)
+    node = merge_chain(node)
     dims = _member_iterators(node, stmt)
     assert dims is not None
     node = reorder(node, found.order)
