@@ -98,3 +98,8 @@ def test_version():
     out = subprocess.run([sys.executable, "-m", "polyfuse", "--version"], capture_output=True, text=True, cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0 and out.stdout.strip() == f"polyfuse {version()}" and version() != "unknown"
+
+
+def test_threads_is_a_run_option(capsys):
+    status, _, err = run_cli(capsys, "codegen", f"{KERNELS}::add_exp", "--target", "c", "--threads", "2")
+    assert status == 1 and "--threads applies to `polyfuse run`" in err
