@@ -255,3 +255,23 @@ def test_a_comparison_that_runs_out_keeps_the_fused_schedule_unrated_with_a_warn
     assert {w.filename for w in got} == {__file__}
     assert [k.statements for k in sched.kernels] == [("S0", "S1"), ("S2", "S3")]
     assert "without rating it" in sched.explain()
+
+
+@pf.program(assume="M <= 100")
+def bounded_chains(A: pf.f32[N, M], B: pf.f32[N, M], C: pf.f32[M, N]):
+    for i in range(N):
+        for j in range(M):
+            B[i, j] = A[i, j] * 2.0
+    for j in range(M):
+        for i in range(N):
+            C[j, i] = B[i, j] + A[i, j]
+
+
+def test_representative_sizes_respect_the_programs_assumptions():
+    """Without params, sizes are taken as 1024 or the largest power of two the assumptions allow, so the
+    comparison is made (no warning) rather than refused."""
+    assert smart.representative_sizes(bounded_chains, {}) == {"N": 1024, "M": 64}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pf.PolyfuseWarning)
+        sched = pf.schedule(bounded_chains, target="c", fusion="smart")
+    assert any("by traffic at N=1024, M=64" in n for n in sched.notes), sched.notes

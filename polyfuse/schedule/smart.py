@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from polyfuse.cost.footprint import fixed_params
 from polyfuse.cost.traffic import program_traffic
 from polyfuse.errors import IllegalTransformError, PolyfuseError, warn
 from polyfuse.ir.program import Program
@@ -101,16 +102,17 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
     f, u = fused.schedule, unfused.schedule
     if [k.statements for k in u.kernels] == [k.statements for k in f.kernels]:
         return f, []
-    sizes = {p: int((params or {}).get(p, REPRESENTATIVE_SIZE)) for p in prog.params}
+    sizes = representative_sizes(prog, params or {})
     at = ", ".join(f"{k}={v}" for k, v in sizes.items())
     if any(p not in (params or {}) for p in prog.params):
-        at += f" (representative sizes: params= does not give them, so each is taken as {REPRESENTATIVE_SIZE}, a filter's extent too)"
+        at += (f" (representative sizes: params= does not give them, so each is taken as {REPRESENTATIVE_SIZE}, or the largest "
+               "power of two the program's assumptions allow; a filter's extent too)")
     try:
         with budget.stage("the traffic comparison"):
             tf = program_traffic(prog, f.tree, f.kernels, f.contracted, sizes)
             tu = program_traffic(prog, u.tree, u.kernels, u.contracted, sizes)
     except (PolyfuseError, BudgetExhausted) as e:
-        return f, [unrated(f"traffic not compared ({e})")]
+        return f, [unrated(f"traffic not compared ({e})", budget=isinstance(e, BudgetExhausted))]
     notes = [f"fusion='smart' by traffic at {at}: maximal fusion ({len(f.kernels)} kernel(s)) {tf.total_bytes} B vs "
              f"minimal fusion ({len(u.kernels)} kernel(s)) {tu.total_bytes} B"]
     split_kernels: dict[frozenset[str], list[tuple[str, ...]]] = {}
@@ -209,12 +211,28 @@ def _microtiles(sched: Schedule) -> dict[str, int]:
     return out
 
 
-def unrated(why: str) -> str:
-    """The note (and :class:`PolyfuseWarning`) when ``fusion="smart"`` could not rate its candidates."""
-    line = (f"fusion='smart': {why}; kept the fused schedule without rating it against fusion='min' "
-            "(raise isl_budget= to allow the comparison, or pass fusion='min')")
+def unrated(why: str, budget: bool = True) -> str:
+    """The note (and :class:`PolyfuseWarning`) when ``fusion="smart"`` could not rate its candidates
+    (``budget``: because a step ran out of its isl budget)."""
+    hint = "raise isl_budget= to allow the comparison, or pass fusion='min'" if budget else "pass fusion='min' to take it"
+    line = f"fusion='smart': {why}; kept the fused schedule without rating it against fusion='min' ({hint})"
     warn(line)
     return line
+
+
+def representative_sizes(prog: Program, params: Mapping[str, int]) -> dict[str, int]:
+    """The sizes smart fusion compares traffic at: ``params``, and for each size it does not give,
+    :data:`REPRESENTATIVE_SIZE` or else the largest power of two below it that the program's assumptions
+    (with the sizes chosen so far) allow (``assume="C <= 128"``: 128)."""
+    sizes = {p: int(params[p]) for p in prog.params if p in params}
+    for p in prog.params:
+        if p in sizes:
+            continue
+        value = REPRESENTATIVE_SIZE
+        while value >= 1 and fixed_params(prog, {**sizes, p: value}).is_empty():
+            value //= 2
+        sizes[p] = value if value >= 1 else REPRESENTATIVE_SIZE
+    return sizes
 
 
 def _sequential_kernels(s: Schedule) -> int:
