@@ -12,6 +12,7 @@ import islpy as isl
 import numpy as np
 import pytest
 
+import examples.kernels as K
 import polyfuse as pf
 
 smart = importlib.import_module("polyfuse.schedule.smart")
@@ -275,3 +276,14 @@ def test_representative_sizes_respect_the_programs_assumptions():
         warnings.simplefilter("error", pf.PolyfuseWarning)
         sched = pf.schedule(bounded_chains, target="c", fusion="smart")
     assert any("by traffic at N=1024, M=64" in n for n in sched.notes), sched.notes
+
+
+def test_a_less_parallel_minimal_fusion_is_noted_not_warned():
+    """Minimal fusion of a stencil runs its time loop in one sequential kernel (the model counts it as one
+    tile, so its bytes look small): smart keeps the parallel kernels, says why in a note, and does not warn
+    (a warning would advise the slower schedule)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pf.PolyfuseWarning)
+        sched = pf.schedule(K.jacobi_2d, target="c")
+    assert all(k.parallel_depth for k in sched.kernels)
+    assert any("would run 1 more kernel(s) sequentially" in n for n in sched.notes), sched.notes

@@ -18,13 +18,14 @@ fused kernel is *distributed*, the rest of the fused schedule left as it is:
 The *mixed* schedule is mapped and checked for legality like any other variant (``finish``). The schedule
 kept is the one the model rates best among fused, mixed and unfused: the most register micro-tiles, then
 the fewest bytes, among those no less parallel (no more sequential kernels) than the fused one; ties go to
-the fused schedule, then the mixed one. **Nothing the model rates worse is kept silently**: when the schedule kept moves more bytes
-than one of the others (it is more parallel, keeps more micro-tiles, or distributing ran out of its isl
-budget or failed), or when
-a step of the comparison ran out so that the schedules could not be rated, a :class:`PolyfuseWarning`
-says so at the user's call and a note says it in ``explain()``. Should distributing fail, the fallback
-is the better rated of fused and unfused (e.g. ``fusion="min"`` for an MLP whose fused kernel needs a
-skewed band).
+the fused schedule, then the mixed one. **Nothing the model rates worse is kept silently**: when the
+schedule kept moves more bytes than another one as parallel (it keeps more micro-tiles), when distributing
+ran out of its isl budget or failed (the better rated of fused and unfused is kept: ``fusion="min"`` for an
+MLP whose fused kernel needs a skewed band), or when a step of the comparison ran out so that the
+schedules could not be rated, a :class:`PolyfuseWarning` says so at the user's call and a note says it in
+``explain()``. A less parallel candidate is never taken, and only noted: smart fusion keeps the outer loops
+parallel (minimal fusion of a stencil puts its time loop in one sequential kernel, which the model counts
+as a single tile, so its bytes flatter it; a warning would advise the slower schedule).
 
 Every comparison is written to the notes, which ``explain()`` prints.
 """
@@ -45,7 +46,7 @@ from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, T, annotate, statement_filters
 from polyfuse.schedule.mapping import split, statements_of
 from polyfuse.schedule.microtile import MICROTILE_MARK
-from polyfuse.schedule.model import KERNEL_MARK, Schedule
+from polyfuse.schedule.model import KERNEL_MARK, Kernel, Schedule
 from polyfuse.schedule.scheduler import BudgetExhausted, IslBudget
 
 REPRESENTATIVE_SIZE = 1024
@@ -102,6 +103,12 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
     f, u = fused.schedule, unfused.schedule
     if [k.statements for k in u.kernels] == [k.statements for k in f.kernels]:
         return f, []
+    more_sequential = _sequential_kernels(u) - _sequential_kernels(f)
+    if more_sequential > 0 and not any(_parts(kf, u) for kf in f.kernels):
+        # minimal fusion can only be taken whole (it groups the statements differently, e.g. a stencil's
+        # time loop inside one kernel), and it is less parallel: nothing to rate
+        return f, [f"fusion='smart': kept the fused schedule: minimal fusion ({len(u.kernels)} kernel(s)) groups the "
+                   f"statements differently and would run {more_sequential} more kernel(s) sequentially (traffic not compared)"]
     sizes = representative_sizes(prog, params or {})
     at = ", ".join(f"{k}={v}" for k, v in sizes.items())
     if any(p not in (params or {}) for p in prog.params):
@@ -118,8 +125,8 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
     split_kernels: dict[frozenset[str], list[tuple[str, ...]]] = {}
     micro_f, micro_u = _microtiles(f), _microtiles(u)
     for kf in f.kernels:
-        parts = [ku for ku in u.kernels if set(ku.statements) <= set(kf.statements)]
-        if len(parts) < 2 or sum(len(p.statements) for p in parts) != len(kf.statements):
+        parts = _parts(kf, u)
+        if not parts:
             continue
         bytes_f = tf.per_kernel[kf.name].total_bytes
         bytes_u = sum(tu.per_kernel[p.name].total_bytes for p in parts)
@@ -153,7 +160,9 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
 def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | None,
             split_kernels: Mapping[frozenset[str], list[tuple[str, ...]]]) -> tuple[Schedule, list[str]]:
     """The best rated candidate no less parallel than the fused one (``candidates[0]``), with a warning
-    whenever it is not the cheapest, or distributing failed."""
+    whenever one of those moves fewer bytes, or distributing failed. A less parallel candidate that moves
+    fewer bytes is said in the note only: smart fusion keeps the outer loops parallel (a whole stencil in
+    one sequential kernel counts as one tile, so the model's bytes flatter it; a warning would advise it)."""
     fused = candidates[0]
     allowed = [c for c in candidates if c.sequential <= fused.sequential]
     chosen = min(allowed, key=lambda c: c.rating)  # min() keeps the first of equals: fused, then distributed
@@ -168,15 +177,14 @@ def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | 
         apart = tuple(split_kernels)
         verdict = f"kept {chosen.label}"
     line = f"fusion='smart': {verdict} ({chosen.bytes} B{_micro_text(chosen)})"
-    worse = cheapest.rating < chosen.rating or min(c.bytes for c in candidates) < chosen.bytes
-    if cheapest.rating < chosen.rating:  # (only where it is less parallel)
-        line += (f", although the model rates {cheapest.label} better ({cheapest.bytes} B{_micro_text(cheapest)}): it would run "
-                 f"{cheapest.sequential - chosen.sequential} more kernel(s) sequentially"
-                 + ("; pass fusion='min' to take it" if cheapest is candidates[-1] else ""))
-    elif worse:
-        least = min(candidates, key=lambda c: c.bytes)
+    least = min(allowed, key=lambda c: c.bytes)
+    worse = least.bytes < chosen.bytes
+    if worse:
         line += (f", although {least.label} moves fewer bytes ({least.bytes} B{_micro_text(least)}): "
                  f"it keeps fewer register micro-tiles")
+    if cheapest.rating < chosen.rating:  # (only where it is less parallel: a note, not a warning)
+        line += (f"; {cheapest.label} would move {cheapest.bytes} B{_micro_text(cheapest)} but run "
+                 f"{cheapest.sequential - chosen.sequential} more kernel(s) sequentially")
     if failed is not None:
         line = (f"fusion='smart': distributing the kernels where fusion loses failed ({failed}); fell back to "
                 f"{chosen.label}, the better rated alternative ({chosen.bytes} B)")
@@ -233,6 +241,12 @@ def representative_sizes(prog: Program, params: Mapping[str, int]) -> dict[str, 
             value //= 2
         sizes[p] = value if value >= 1 else REPRESENTATIVE_SIZE
     return sizes
+
+
+def _parts(kf: Kernel, u: Schedule) -> list[Kernel]:
+    """The kernels of ``u`` that make up the fused kernel ``kf`` exactly (at least two), else none."""
+    parts = [ku for ku in u.kernels if set(ku.statements) <= set(kf.statements)]
+    return parts if len(parts) >= 2 and sum(len(p.statements) for p in parts) == len(kf.statements) else []
 
 
 def _sequential_kernels(s: Schedule) -> int:
