@@ -10,6 +10,7 @@ the transformer block. Tolerance: ``|polyfuse - eager| <= ATOL + RTOL * |eager|`
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
@@ -174,11 +175,17 @@ def _blocks():
     }
 
 
-@pytest.mark.parametrize("name", ["mlp", "encoder_layer", "hand_block", "conv_bn_relu"])
-def test_block_from_torch(name):
+@functools.cache
+def _from_torch_block(name):
+    """One compilation per block for the tests below (the encoder layer's takes several seconds)."""
     model, shape = _blocks()[name]
     x = _rand(*shape)
-    got, prog, compiled = _via_from_torch(model, x)
+    return (model, x, *_via_from_torch(model, x))
+
+
+@pytest.mark.parametrize("name", ["mlp", "encoder_layer", "hand_block", "conv_bn_relu"])
+def test_block_from_torch(name):
+    model, x, got, prog, compiled = _from_torch_block(name)
     with torch.no_grad():
         _close(got, model(x), atol=BLOCK_ATOL)
     assert compiled.fusion == "smart" and compiled.kernels < len(prog.statements)
@@ -200,12 +207,8 @@ def test_block_torch_compile(name):
 def test_transformer_fuses_across_operators():
     """The encoder layer's Program has fewer kernels than the ATen operators it came from, and explain()
     names fused kernels holding statements of different operators."""
-    model, shape = _blocks()["encoder_layer"]
-    x = _rand(*shape)
-    ep = torch.export.export(model, (x,))
-    aten_ops = [n for n in ep.graph.nodes if n.op == "call_function"]
-    prog, _ = pf.from_torch(model, x)
-    compiled = compile_program(prog)
+    model, x, _, prog, compiled = _from_torch_block("encoder_layer")
+    aten_ops = [n for n in torch.export.export(model, (x,)).graph.nodes if n.op == "call_function"]
     assert compiled.kernels < len(aten_ops), (compiled.kernels, len(aten_ops))
     fused_lines = [line for line in compiled.explain.splitlines() if ": fused" in line]
     assert fused_lines, compiled.explain

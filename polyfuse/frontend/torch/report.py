@@ -16,6 +16,7 @@ LOG = logging.getLogger("polyfuse.torch")
 _LOCK = threading.Lock()
 _COMPILED: Counter[str] = Counter()
 _EAGER: Counter[str] = Counter()
+_PARTITIONS: list[dict] = []
 
 
 def record(compiled: Iterable[str], eager: Iterable[str], reasons: dict[str, str] | None = None) -> None:
@@ -37,4 +38,20 @@ def torch_report(reset: bool = False) -> dict[str, dict[str, int]]:
         if reset:
             _COMPILED.clear()
             _EAGER.clear()
+    return out
+
+
+def record_partition(info: dict) -> None:
+    """One compiled partition: its program, statement and kernel counts, the fusion policy taken."""
+    with _LOCK:
+        _PARTITIONS.append(dict(info))
+    LOG.info("polyfuse backend: partition %s", info)
+
+
+def partitions(reset: bool = False) -> list[dict]:
+    """The partitions compiled in this process, in order (``reset``: forget them after)."""
+    with _LOCK:
+        out = [dict(p) for p in _PARTITIONS]
+        if reset:
+            _PARTITIONS.clear()
     return out
