@@ -96,3 +96,30 @@ def test_batched_rows_of_attention_scores():
     y = np.zeros_like(xv)
     pf.compile(prog, target="c", params={"H": 3, "R": 5, "D": 33})(x=xv, y=y)
     np.testing.assert_allclose(y, _np_softmax(xv.astype(np.float64) * 0.5), rtol=1e-5, atol=1e-7)
+
+
+def test_concrete_sizes_and_attention_after_a_contraction():
+    g = pf.Graph("softmax_fixed")  # no size params at all
+    x = g.input("x", (5, 19), pf.f32)
+    prog = g.build(y=ops.softmax(x, axis=-1))
+    xv = np.random.default_rng(8).uniform(-3, 3, (5, 19)).astype(np.float32)
+    code = pf.codegen(pf.schedule(prog, target="c")).text
+    assert "reduction(max:" in code
+    y = np.zeros_like(xv)
+    pf.compile(prog, target="c")(x=xv, y=y)
+    np.testing.assert_allclose(y, _np_softmax(xv.astype(np.float64)), rtol=1e-5, atol=1e-7)
+
+    S, E = pf.params("S E")
+    g = pf.Graph("attention")
+    q, k = g.input("q", (H, S, E), pf.f32), g.input("k", (H, S, E), pf.f32)
+    prog = g.build(p=ops.softmax((q @ ops.transpose(k, (0, 2, 1))) * 0.125, axis=-1))
+    sizes = {"H": 3, "S": 37, "E": 13}
+    sched = pf.schedule(prog, target="c", params=sizes)
+    text = pf.codegen(sched).text
+    assert "acc_5_1" in text and "reduction(max:" in text  # scores in a micro-tile, softmax row by row
+    rng = np.random.default_rng(10)
+    qv, kv = (rng.uniform(-1, 1, (3, 37, 13)).astype(np.float32) for _ in range(2))
+    p = np.zeros((3, 37, 37), np.float32)
+    pf.compile(prog, target="c", params=sizes)(q=qv, k=kv, p=p)
+    want = _np_softmax(np.einsum("hie,hje->hij", qv.astype(np.float64), kv) * 0.125)
+    np.testing.assert_allclose(p, want, rtol=1e-5, atol=1e-6)

@@ -80,7 +80,7 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
     if node.get_type() != T.band:
         return None
     names = _statements(node)
-    updates = [s for s in names if prog.statement(s).op == "+=" and prog.statement(s).is_reduction]
+    updates = [s for s in names if contraction_statement(prog.statement(s))]
     if statement is not None:
         updates = [s for s in updates if s == statement]
     if len(updates) != 1:
@@ -133,6 +133,22 @@ def merge_chain(node: isl.ScheduleNode) -> isl.ScheduleNode:
     return node
 
 
+def contraction_statement(stmt: Statement) -> bool:
+    """Whether ``stmt`` alone has a contraction's shape (see the module docstring), whatever its band:
+    an update of depth 3 or more with a lane iterator, a reduction iterator and a row iterator, and a
+    value the micro-kernel vectorises."""
+    if stmt.op != "+=" or not stmt.is_reduction or stmt.depth < 3 or not _vectorisable(stmt, stmt.value):
+        return False
+    write = access_coefficients(stmt.write.relation)
+    if write is None:
+        return False
+    kinds = [_stride(write, d) for d in range(stmt.depth)]
+    if kinds.count("one") != 1 or "zero" not in kinds or "other" not in kinds:
+        return False
+    lane = kinds.index("one")
+    return not any(_stride(c, lane) == "other" for c in _read_coefficients(stmt))
+
+
 def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView) -> isl.Schedule:
     """``base`` with each kernel band holding a contraction and other statements distributed into a
     sequence: statements before the update in source order, the update, statements after it. Unchanged
@@ -145,21 +161,58 @@ def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView) ->
     def at_kernel(node: isl.ScheduleNode) -> isl.ScheduleNode:
         if node.get_type() != T.band:
             return node
-        found = find_contraction(prog, node)
-        if found is None:
-            return node
         stmts = statements_of(node)
-        if len(stmts) == 1:
+        candidates = [s for s in stmts if contraction_statement(prog.statement(s))]
+        if len(stmts) == 1 or len(candidates) != 1:
             return node
-        u = order[found.statement]
-        groups = [g for g in ([s for s in stmts if order[s] < u], [found.statement], [s for s in stmts if order[s] > u]) if g]
+        u = order[candidates[0]]
+        groups = [g for g in ([s for s in stmts if order[s] < u], [candidates[0]], [s for s in stmts if order[s] > u]) if g]
         changed[0] = True
-        return node.insert_sequence(statement_filters(prog, groups))
+        node = node.insert_sequence(statement_filters(prog, groups))
+        for k, group in enumerate(groups):
+            if group != [candidates[0]]:  # the others start afresh: isl's fused band may be skewed around the update
+                node = _fresh_nest(prog, node.child(k).child(0).cut(), sorted(group, key=order.get)).parent().parent()
+        return node
 
     tree = split(base.get_root(), at_kernel).get_schedule()
     if not changed[0]:
         return base
     return annotate(tree.get_root(), view).get_schedule()
+
+
+def _fresh_nest(prog: Program, leaf: isl.ScheduleNode, group: Sequence[str]) -> isl.ScheduleNode:
+    """At ``leaf``: a band over the iterators all statements of ``group`` share by position (rows, then
+    the elementwise dimensions), then the statements in source order, each with a band over the rest of
+    its own iterators. Returns the node at the leaf's position."""
+    depth = min(prog.statement(s).depth for s in group)
+    names = prog.context.get_space().get_var_names(isl.dim_type.param)
+    prefix = f"[{', '.join(names)}] -> " if names else ""
+
+    def member(names: Sequence[str], k: int) -> str:
+        parts = []
+        for s in names:
+            its = prog.statement(s).iterators
+            parts.append(f"{s}[{', '.join(its)}] -> [({its[k]})]")
+        return f"{{ {'; '.join(parts)} }}"
+
+    if depth == 0:
+        return leaf
+    text = ", ".join(member(group, k) for k in range(depth))
+    band = leaf.insert_partial_schedule(isl.MultiUnionPwAff(f"{prefix}[{text}]"))
+    if len(group) > 1 or prog.statement(group[0]).depth > depth:
+        below = band.child(0)
+        if len(group) > 1:
+            below = below.insert_sequence(statement_filters(prog, [[s] for s in group]))
+        for k, s in enumerate(group):
+            rest = prog.statement(s).depth - depth
+            if rest <= 0:
+                continue
+            spot = below.child(k).child(0) if len(group) > 1 else below
+            text = ", ".join(member([s], depth + j) for j in range(rest))
+            below = spot.insert_partial_schedule(isl.MultiUnionPwAff(f"{prefix}[{text}]"))
+            below = below.parent().parent() if len(group) > 1 else below.parent()
+        band = below.parent() if len(group) > 1 else below
+    return band
 
 
 def count_microtiles(sched) -> int:

@@ -136,7 +136,8 @@ def _inner_member(prog: Program, group: Sequence[str], n_rows: int) -> isl.Multi
     for s in group:
         its = prog.statement(s).iterators
         pieces.append(f"{s}[{', '.join(its)}] -> [({its[n_rows]})]")
-    return isl.MultiUnionPwAff(f"[{', '.join(params)}] -> [{{ {'; '.join(pieces)} }}]")
+    prefix = f"[{', '.join(params)}] -> " if params else ""  # (isl reads "[] -> ..." differently)
+    return isl.MultiUnionPwAff(f"{prefix}[{{ {'; '.join(pieces)} }}]")
 
 
 def _invariant_along(stmt, k: int) -> bool:
