@@ -5,6 +5,7 @@ general scheduler fuses them.
 """
 
 from polyfuse.errors import api_boundary as _api_boundary
+from polyfuse.ops import methods as _methods  # noqa: F401 - gives graph tensors x.T, x.sum(), x[1:-1], ...
 from polyfuse.ops.conv import conv2d
 from polyfuse.ops.elementwise import abs, add, div, exp, log, maximum, minimum, mul, neg, rsqrt, sqrt, sub, tanh  # noqa: A004
 from polyfuse.ops.linalg import matmul
