@@ -51,3 +51,21 @@ def test_bad_indices(index, message):
     a = g.input("a", (4, 6))
     with pytest.raises(pf.ShapeError, match=message):
         a[index]
+
+
+def test_where_comparisons_and_concat():
+    R, D = pf.params("R D")
+    g = pf.Graph("select")
+    x, y, z = g.input("x", (R, D)), g.input("y", (R, D)), g.input("z", (R, 2))
+    exe = compiled(g, a=pf.ops.where(x > 0.5, x, 0.1 * x), b=pf.ops.concat([x, y, z], axis=1),
+                   c=pf.ops.concat([x, y]), d=(x <= y) * 1.0, e=pf.ops.equal(x, x))
+    rng = np.random.default_rng(2)
+    xv, yv, zv = (rng.uniform(0, 1, s).astype(np.float32) for s in ((3, 4), (3, 4), (3, 2)))
+    a, b, c, d, e = exe(xv, yv, zv)
+    np.testing.assert_allclose(a, np.where(xv > 0.5, xv, 0.1 * xv))
+    np.testing.assert_array_equal(b, np.concatenate([xv, yv, zv], axis=1))
+    np.testing.assert_array_equal(c, np.concatenate([xv, yv]))
+    np.testing.assert_array_equal(d, (xv <= yv).astype(np.float32))
+    np.testing.assert_array_equal(e, np.ones_like(xv))
+    with pytest.raises(pf.ShapeError, match=r"concat: \(R, 2\) does not match \(R, D\) off axis 0"):
+        pf.ops.concat([x, z])

@@ -252,3 +252,15 @@ def test_import_polyfuse_does_not_import_torch():
     code = "import sys, polyfuse; assert 'torch' not in sys.modules; print(polyfuse.torch_report())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "compiled" in out.stdout, out.stderr
+
+
+def test_dynamic_dimension_becomes_a_size_param():
+    lin = nn.Linear(8, 4).eval()
+    prog, binding = pf.from_torch(lambda v: torch.relu(lin(v)) * 2.0, _rand(3, 8),
+                                  dynamic_shapes=({0: torch.export.Dim("batch")},))
+    assert len(prog.params) == 1
+    exe = compile_program(prog).exe
+    for n in (3, 5):
+        x = _rand(n, 8, seed=n)
+        with torch.no_grad():
+            _close(binding(exe, x), torch.relu(lin(x)) * 2.0)

@@ -96,6 +96,8 @@ def from_torch(module_or_fn: Any, *example_inputs: Any, dynamic_shapes: Any = No
     if not all(isinstance(x, torch.Tensor) for x in example_inputs):
         raise PolyfuseError("from_torch: example inputs must be tensors")
     label = name or _name(module_or_fn)
+    if isinstance(module, _Function) and isinstance(dynamic_shapes, (tuple, list)):
+        dynamic_shapes = (tuple(dynamic_shapes),)  # the wrapper's forward(*args) takes them as one tuple
     try:
         ep = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
     except Exception as e:  # noqa: BLE001  (any tracing failure: fall back to make_fx)
