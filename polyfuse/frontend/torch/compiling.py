@@ -50,20 +50,21 @@ def compile_program(program: Program, time_limit: float | None = DEFAULT_TIME_LI
     start = time.perf_counter()
     if time_limit is None:
         exe = pf_compile(program, target="c", **options)
-        sched = exe.specialise({}).schedule
+        sched = exe.specialise({}).schedule if not program.params else exe.schedule
         return Compiled(exe, "smart", sched.explain(), len(sched.kernels), time.perf_counter() - start)
     for fusion in ("smart", "min"):
         got = _bounded(program, fusion, options, time_limit)
         if got is not None:
             text, explain, kernels = got
             exe = pf_compile(program, target="c", schedule=text, **options)
-            exe.specialise({})
+            if not program.params:
+                exe.specialise({})  # build now; a program with dynamic sizes is built per call's sizes
             return Compiled(exe, fusion, explain, kernels, time.perf_counter() - start)
         message = f"{program.name}: fusion={fusion!r} took more than {time_limit:g} s to schedule; trying a cheaper policy"
         LOG.warning(message)
         warnings.warn(message, PolyfuseWarning, stacklevel=2)
     exe = pf_compile(program, target="c", fusion="none", **options)
-    sched = exe.specialise({}).schedule
+    sched = exe.specialise({}).schedule if not program.params else exe.schedule
     return Compiled(exe, "none", sched.explain(), len(sched.kernels), time.perf_counter() - start)
 
 
