@@ -172,6 +172,7 @@ def test_durbin_derives_n_at_least_one() -> None:
     text = str(prog)
     assert re.search(r"assumed: n > 0 .*`y\[0\]`", text), text
     assert prog.assumptions and prog.assumptions[0].access == "y[0]"
+    assert "assumes n > 0" in pf.schedule(prog, target="c").explain()
     n = 9
     r = 0.5 ** np.arange(1, n + 1)
     check_against_gcc(DURBIN, "kernel_durbin", {"r": r, "y": np.zeros(n)}, program=prog)

@@ -28,10 +28,7 @@ def format_program(prog: Program) -> str:
     lines = [f"program {prog.name}({', '.join(prog.arguments)})  [{prog.filename}:{prog.line}]"]
     lines.append(f"  params:  {', '.join(prog.params) or '(none)'}")
     lines.append(f"  context: {prog.context}")
-    for a in prog.assumptions:
-        text = a.condition.to_str()
-        body = text[text.index("{") + 1 : text.rindex("}")].split(":", 1)[-1].strip()
-        lines.append(f"  assumed: {body}    (derived: {a.statement}'s `{a.access}`, line {a.line}, is inside its array only then)")
+    lines.extend(f"  assumed: {a.describe()}" for a in prog.assumptions)
     lines.append("  arrays:")
     for a in prog.arrays.values():
         shape = ", ".join(format_size(s) for s in a.shape)

@@ -121,6 +121,12 @@ class Assumption:
     statement: str
     line: int
 
+    def describe(self) -> str:
+        """The condition as constraints, e.g. ``n > 0``, then where it comes from."""
+        text = self.condition.to_str()
+        body = text[text.index("{") + 1 : text.rindex("}")].split(":", 1)[-1].strip()
+        return f"{body}    (derived: {self.statement}'s `{self.access}`, line {self.line}, is inside its array only then)"
+
     def holds(self, sizes: Mapping[str, int]) -> bool:
         """Whether ``sizes`` (every param of the condition by name) satisfy the condition."""
         point = self.condition

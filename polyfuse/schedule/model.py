@@ -166,6 +166,7 @@ class Schedule:
     def explain(self) -> str:
         """For each pair of neighbouring kernels, why they were or were not fused."""
         lines = [f"schedule of {self.program.name}: {len(self.kernels)} kernel(s), fusion={self.fusion}, target={self.target}"]
+        lines.extend(f"  assumes {a.describe()}" for a in self.program.assumptions)
         for k in self.kernels:
             launch = f"grid={k.grid} block={k.block}" if any(k.grid) else f"grid=(symbolic: sizes not given) block={k.block}"
             lines.append(f"  {k.name}: {', '.join(k.statements)}" + (f"  {launch}" if k.grid else ""))
