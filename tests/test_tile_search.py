@@ -23,7 +23,10 @@ def _threads(kernel) -> int:
 
 def test_without_params_keeps_the_fixed_defaults():
     assert pf.schedule(K.gemm, target="cuda").kernels[0].tile_sizes == (16, 32)
-    assert pf.schedule(K.gemm, target="c").kernels[0].tile_sizes == (32, 32, 32)
+    assert pf.schedule(K.jacobi_2d, target="c").kernels[-1].tile_sizes == (32, 32)
+    # a contraction gets its register micro-tile with cache tiles from the machine's caches, searched or not
+    (mm,) = [k for k in pf.schedule(K.gemm, target="c").kernels if "S1" in k.statements]
+    assert len(mm.tile_sizes) == 3 and mm.tile_sizes[0] % 6 == 0
 
 
 def test_cuda_search_respects_device_limits():
@@ -51,10 +54,13 @@ def test_search_minimises_traffic_among_feasible_shapes():
 
 
 def test_c_search_fits_the_cache_budget():
-    # explicit sizes per member: the tile search decides (a contraction with tile="auto" gets a register
-    # micro-tile instead; see below and test_microtile.py)
-    sched = pf.schedule(K.atax, target="c", params={"N": 256, "M": 256}, cache_bytes=32768)
-    assert all(k.tile_sizes for k in sched.kernels if k.parallel_depth)
+    # an elementwise nest: the tile search decides (contractions get register micro-tiles, row reductions
+    # run row by row; see test_microtile.py and test_rowwise.py)
+    sched = pf.schedule(K.jacobi_2d, target="c", params={"N": 256, "T": 2}, cache_bytes=16384)
+    for k in sched.kernels:
+        ti, tj = k.tile_sizes
+        assert (ti * tj * 2 + 2 * (ti + tj)) * 4 <= 2 * 16384  # read and written tile (with halo) near the budget
+        assert -(-254 // ti) * -(-254 // tj) >= 16  # enough tiles in parallel
     sched = pf.schedule(K.gemm, target="c", params={"N": 256, "M": 256, "K": 256}, cache_bytes=32768)
     k = sched.kernels[-1]
     ti, tj, tk = k.tile_sizes

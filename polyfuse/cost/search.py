@@ -174,9 +174,12 @@ class TileSearch:
         traffic = sum((c.read + c.write) * itemsize(self.prog, a) for a, c in counts.items())
         threads = 1
         blocks = 1
+        # C: the outermost tile loop runs in parallel, and the next one too when both members are parallel
+        # (``collapse(2)``, or the next one alone when the first has a single tile: codegen/c.py)
+        c_parallel = 2 if len(sizes) > 1 and node.band_member_get_coincident(0) and node.band_member_get_coincident(1) else 1
         for k, (s, e) in enumerate(zip(sizes, extents)):
             threads *= min(s, e) if e else s
-            if self.target == "cuda" or k == 0:  # C: only the outermost tile loop runs in parallel
+            if self.target == "cuda" or k < c_parallel:
                 blocks *= -(-e // s) if e else 1
         tiles = max(tiles, 1)
         if self.target == "cuda":

@@ -250,7 +250,8 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits) -> t
     if search is not None:
         search.log = []
     mapped = None
-    if target == "c":  # register micro-tiles for contractions, kept only where the whole tree stays legal
+    if target == "c" and fusion != "explicit":  # C kernel shapes, kept only where the whole tree stays legal
+        # (an explicit schedule is the user's: it is checked as given, never reshaped into a legal one)
         try:
             mapped = _map_and_check(prog, distribute_contractions(prog, base, view), view, target, tile, params, search, True,
                                     limits.cache_bytes)

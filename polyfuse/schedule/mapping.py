@@ -108,8 +108,8 @@ class Mapper:
             else:
                 sizes = sizes_for(self.tile, self.target, stmts, node.band_n_member(), n_par)
                 if self.choose is not None and _auto(self.tile, stmts):
-                    sizes = self.choose(node, n_par, sizes)
-                if self.target == "c" and _auto(self.tile, stmts):
+                    sizes = self.choose(node, n_par, sizes)  # (the search itself asks for parallel tiles)
+                elif self.target == "c" and _auto(self.tile, stmts):
                     sizes = self._enough_parallel_tiles(node, sizes, n_par)
                 if not node.band_get_permutable():
                     sizes = sizes[: max(n_par, 1) if self.target == "cuda" else 1]  # strip-mining parallel members is always legal

@@ -96,13 +96,13 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
     write = access_coefficients(stmt.write.relation)
     if write is None or not _vectorisable(stmt, stmt.value):
         return None
-    lanes = [m for m, d in enumerate(dims) if _stride(write, d) == "one"]
-    reductions = [m for m, d in enumerate(dims) if _stride(write, d) == "zero"]
+    lanes = [m for m, d in enumerate(dims) if stride_along(write, d) == "one"]
+    reductions = [m for m, d in enumerate(dims) if stride_along(write, d) == "zero"]
     if len(lanes) != 1 or not reductions:
         return None
     lane = lanes[0]
     reads = _read_coefficients(stmt)
-    if any(_stride(c, dims[lane]) == "other" for c in reads):
+    if any(stride_along(c, dims[lane]) == "other" for c in reads):
         return None
     # rows and lane must be parallel members of the first band (zero distance for every dependence there)
     rows = [m for m, d in enumerate(dims) if m != lane and m not in reductions and m < first and chain.band_member_get_coincident(m)]
@@ -110,8 +110,8 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
         return None
     # rows: the member along which the fewest vector (lane-contiguous) operands move, so that the operands
     # loaded as vectors are shared by the rows of the tile and only broadcasts differ per row
-    vector_reads = [c for c in reads if _stride(c, dims[lane]) == "one"]
-    row = min(rows, key=lambda m: (sum(1 for c in vector_reads if _stride(c, dims[m]) != "zero"), -m))
+    vector_reads = [c for c in reads if stride_along(c, dims[lane]) == "one"]
+    row = min(rows, key=lambda m: (sum(1 for c in vector_reads if stride_along(c, dims[m]) != "zero"), -m))
     reduction = reductions[-1]  # the innermost: every element keeps its source order of terms
     coincident = [m for m in range(len(dims)) if m not in (row, lane) and m not in reductions]
     others = tuple(coincident + [m for m in reductions if m != reduction])
@@ -142,11 +142,11 @@ def contraction_statement(stmt: Statement) -> bool:
     write = access_coefficients(stmt.write.relation)
     if write is None:
         return False
-    kinds = [_stride(write, d) for d in range(stmt.depth)]
+    kinds = [stride_along(write, d) for d in range(stmt.depth)]
     if kinds.count("one") != 1 or "zero" not in kinds or "other" not in kinds:
         return False
     lane = kinds.index("one")
-    return not any(_stride(c, lane) == "other" for c in _read_coefficients(stmt))
+    return not any(stride_along(c, lane) == "other" for c in _read_coefficients(stmt))
 
 
 def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView) -> isl.Schedule:
@@ -316,7 +316,7 @@ def _int(v: isl.Val) -> int | None:
     return int(v.to_python()) if v.is_int() else None
 
 
-def _stride(coeffs: Coefficients, d: int) -> str:
+def stride_along(coeffs: Coefficients, d: int) -> str:
     """How the flat (row-major) address moves when iterator ``d`` steps: "zero", "one" (only the last
     dimension, by 1) or "other"."""
     steps = [c[0][d] for c in coeffs]

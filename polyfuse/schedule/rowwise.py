@@ -25,7 +25,7 @@ import islpy as isl
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T, statement_filters
 from polyfuse.schedule.deps import dependences_of
-from polyfuse.schedule.microtile import access_coefficients
+from polyfuse.schedule.microtile import access_coefficients, stride_along
 
 
 def row_members(prog: Program, node: isl.ScheduleNode) -> int:
@@ -46,6 +46,8 @@ def row_members(prog: Program, node: isl.ScheduleNode) -> int:
         return 0
     if not any(s.depth == n + 1 and _invariant_along(s, n) for s in stmts):
         return 0  # no reduction within a row: elementwise kernels keep their 2-D tiles
+    if not all(_walks_rows(s, n) for s in stmts if s.depth == n + 1):
+        return 0  # a strided read along the row (gemm written as dot products): tiles serve it better
     return n
 
 
@@ -144,6 +146,15 @@ def _invariant_along(stmt, k: int) -> bool:
     """Whether the element ``stmt`` writes does not move with its iterator ``k`` (a reduction along it)."""
     coeffs = access_coefficients(stmt.write.relation)
     return coeffs is not None and stmt.depth > k and not any(c[0][k] for c in coeffs)
+
+
+def _walks_rows(stmt, k: int) -> bool:
+    """Whether every access of ``stmt`` is contiguous or invariant along its iterator ``k``."""
+    for acc in stmt.accesses:
+        coeffs = access_coefficients(acc.relation)
+        if coeffs is None or stride_along(coeffs, k) == "other":
+            return False
+    return True
 
 
 def _identity_member(node: isl.ScheduleNode, m: int, names: Sequence[str]) -> bool:

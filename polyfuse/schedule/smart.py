@@ -160,7 +160,8 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
 def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | None,
             split_kernels: Mapping[frozenset[str], list[tuple[str, ...]]]) -> tuple[Schedule, list[str]]:
     """The best rated candidate no less parallel than the fused one (``candidates[0]``), with a warning
-    whenever one of those moves fewer bytes, or distributing failed. A less parallel candidate that moves
+    when distributing failed; a candidate that moves fewer bytes but keeps fewer register micro-tiles is
+    rated worse (a contraction's time is arithmetic) and is said in the note. A less parallel candidate that moves
     fewer bytes is said in the note only: smart fusion keeps the outer loops parallel (a whole stencil in
     one sequential kernel counts as one tile, so the model's bytes flatter it; a warning would advise it)."""
     fused = candidates[0]
@@ -190,7 +191,7 @@ def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | 
                 f"{chosen.label}, the better rated alternative ({chosen.bytes} B)")
         if isinstance(failed, BudgetExhausted):
             line += " (raise isl_budget= to allow more)"
-    if worse or failed is not None:
+    if failed is not None:  # (keeping more register micro-tiles for more bytes is the rating itself: a note)
         warn(line)
     out = dataclasses.replace(chosen.schedule, fusion="smart")
     out._lazy[APART_KEY] = apart
