@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import polyfuse as pf
-from polyfuse.schedule import scheduler
+from polyfuse.schedule.fusion import scheduler
 from tests.fuzz import harness
 
 

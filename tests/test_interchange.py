@@ -8,7 +8,7 @@ import numpy as np
 
 import polyfuse as pf
 from examples import kernels as K
-from polyfuse.schedule.interchange import _along
+from polyfuse.schedule.tiling.interchange import _along
 
 
 def _innermost_coefficients(sched: pf.Schedule, stmt: str) -> list[int]:

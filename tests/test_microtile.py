@@ -1,4 +1,4 @@
-"""C target: register micro-tiles for contractions (``schedule/microtile.py``, ``codegen/c_micro.py``).
+"""C target: register micro-tiles for contractions (``schedule/tiling/microtile.py``, ``codegen/c_micro.py``).
 
 Every test runs the generated code against the reference interpreter (or numpy for graphs), at sizes that
 are not multiples of the register tile (6 rows x 2 vectors of lanes) nor of the cache tiles, so the
@@ -13,7 +13,7 @@ import pytest
 
 import polyfuse as pf
 from examples import kernels as K
-from polyfuse.schedule.microtile import MICROTILE_MARK, MicroTile
+from polyfuse.schedule.tiling.microtile import MICROTILE_MARK, MicroTile
 
 M, Kd, N, B = pf.params("M K N B")
 

@@ -1,4 +1,4 @@
-"""Explicit data movement (``schedule/promotion.py``, ``shared.py``): shared-memory and register promotion
+"""Explicit data movement (``schedule/movement/promotion.py``, ``shared.py``): shared-memory and register promotion
 as copy statements in the schedule tree (copy-in and copy-out), barriers from dependences, and the
 generated CUDA checked by nvcc and by the CPU emulation of ``test_codegen_cuda.py`` (block threads run
 concurrently between barriers)."""

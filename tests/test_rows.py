@@ -1,6 +1,6 @@
-"""Cooperative rows (``schedule/rows.py``): row reductions fused with their consumers run one row per
+"""Cooperative rows (``schedule/mapping/rows.py``): row reductions fused with their consumers run one row per
 thread block, the row loops shared cyclically by the block's threads, reductions combined block-wide; rows
-that several phases pass over are staged in shared memory (``schedule/row_staging.py``).
+that several phases pass over are staged in shared memory (``schedule/mapping/row_staging.py``).
 
 Generated CUDA is compiled by nvcc (one call for every variant) and run by the CPU emulation of
 ``test_codegen_cuda.py`` (each block's threads as real threads, warp shuffles through a barrier).
@@ -22,7 +22,7 @@ import polyfuse as pf
 from examples import kernels as ex
 from polyfuse.codegen.cuda import generate_cuda
 from polyfuse.schedule.model import CYCLIC_MARK
-from polyfuse.schedule.rows import block_size
+from polyfuse.schedule.mapping.rows import block_size
 from tests.test_codegen_cuda import _unit, build_emulator, emulate
 
 R, C = pf.params("R C")

@@ -1,4 +1,4 @@
-"""C target: row-wise kernels (``schedule/rowwise.py``) run one row at a time with the row's reductions in
+"""C target: row-wise kernels (``schedule/tiling/rowwise.py``) run one row at a time with the row's reductions in
 registers, vectorised with ``omp simd reduction`` when ``reassociate`` allows it; results are checked
 against numpy (float64) at sizes that are not multiples of any vector width, and bit for bit against the
 reference interpreter with ``reassociate=False``."""

@@ -15,7 +15,7 @@ import pytest
 import examples.kernels as K
 import polyfuse as pf
 
-smart = importlib.import_module("polyfuse.schedule.smart")
+smart = importlib.import_module("polyfuse.schedule.fusion.smart")
 traffic_model = importlib.import_module("polyfuse.cost.traffic")
 
 N, M = pf.params("N M")

@@ -25,7 +25,7 @@ from typing import Any
 from polyfuse.errors import PolyfuseError
 from polyfuse.ir.program import Program
 from polyfuse.schedule import schedule as schedule_program
-from polyfuse.schedule.scheduler import DEFAULT_ISL_BUDGET, FUSION_POLICIES
+from polyfuse.schedule.fusion.scheduler import DEFAULT_ISL_BUDGET, FUSION_POLICIES
 
 
 def sizes(text: str) -> dict[str, int]:

@@ -49,8 +49,8 @@ from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
 from polyfuse.ir.program import Array, Program
-from polyfuse.schedule.microtile import MICROTILE_MARK
 from polyfuse.schedule.model import KERNEL_MARK, PARALLEL_MARK, Kernel, Schedule
+from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
 from polyfuse.types import DType, SizeExpr
 
 INDENT = "    "

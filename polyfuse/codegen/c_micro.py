@@ -1,4 +1,4 @@
-"""The C register micro-kernel printed for a ``microtile`` mark (``schedule/microtile.py``).
+"""The C register micro-kernel printed for a ``microtile`` mark (``schedule/tiling/microtile.py``).
 
 Below the mark isl prints the point loops of a contraction's band, the last three being the rows ``i``,
 the lane ``j`` and the reduction ``k``. Where those loops are rectangular (the bounds of ``j`` and ``k``
@@ -24,7 +24,7 @@ import islpy as isl
 
 from polyfuse.codegen.ast import statement_call
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
-from polyfuse.schedule.microtile import MR, NR_VECTORS, Coefficients, MicroTile, access_coefficients
+from polyfuse.schedule.tiling.microtile import MR, NR_VECTORS, Coefficients, MicroTile, access_coefficients
 
 INDENT = "    "
 Op = isl.ast_expr_op_type

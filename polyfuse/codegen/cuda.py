@@ -337,7 +337,7 @@ def generate_cuda(sched: Schedule) -> Code:
     private = frozenset(sched.contracted) | _register_scalars(program, sched.kernels)
     private |= {n for n, b in buffers.items() if b.space == "register"}
     dialect = CudaDialect(program.arrays, private, {n: b.shape for n, b in buffers.items() if b.space == "shared"})
-    if promotion is not None:  # the same tree plus copy and barrier statements (schedule/promotion.py)
+    if promotion is not None:  # the same tree plus copy and barrier statements (schedule/movement/promotion.py)
         tree = _atomic_mapped_bands(promotion.tree)
     ast_root = build_ast(program, tree, _size_context(program, sched.params),
                          statements=promotion.statements if promotion is not None else None)

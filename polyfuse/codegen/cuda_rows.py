@@ -1,4 +1,4 @@
-"""CUDA printing of cooperative rows (``schedule/rows.py``; the marks are specified in ``schedule/model.py``).
+"""CUDA printing of cooperative rows (``schedule/mapping/rows.py``; the marks are specified in ``schedule/model.py``).
 
 ``BLOCK_REDUCE_PRELUDE`` (part of the CUDA prelude) defines one block-wide reduction per operator and
 element type, ``pf_block_<op>_<dtype>``: warp shuffles (``__shfl_xor_sync``), then one partial per warp in

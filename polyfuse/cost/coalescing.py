@@ -14,7 +14,7 @@ counts the sectors one warp instruction touches for such steps, exactly, by list
 (warp start on a sector boundary). How a tile is charged (``array_factor``):
 
 * an array the promotion pass stages in shared memory (reused, or transposed with a box row of at least one
-  sector: ``schedule/shared.py``) moves by copy loops with consecutive threads on consecutive addresses,
+  sector: ``schedule/movement/shared.py``) moves by copy loops with consecutive threads on consecutive addresses,
   one box row at a time: ``ceil(row bytes / 32)`` sectors per row, i.e. the factor ``32 ceil(w b / 32) / (w b)``
   for a row of ``w`` elements of ``b`` bytes;
 * an access left in global memory costs ``32 * sectors / (elements * b)`` per byte of footprint, the
@@ -33,8 +33,8 @@ from fractions import Fraction
 import islpy as isl
 
 from polyfuse.ir.program import Program
-from polyfuse.schedule.access_patterns import walks_outer_dim
-from polyfuse.schedule.shared import SECTOR_BYTES
+from polyfuse.schedule.movement.access_patterns import walks_outer_dim
+from polyfuse.schedule.movement.shared import SECTOR_BYTES
 
 WARP = 32
 LINE_BYTES = 128  # an L2 cache line: four sectors

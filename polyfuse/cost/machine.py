@@ -1,7 +1,7 @@
 """What the cost model needs to know about the machine it runs on: the data cache sizes.
 
 Read from ``os.sysconf`` (glibc reports the CPU's caches there), else from Linux's sysfs, else typical
-values of a current x86 core. The C micro-tile pass (``schedule/microtile.py``) sizes its cache tiles
+values of a current x86 core. The C micro-tile pass (``schedule/tiling/microtile.py``) sizes its cache tiles
 from them, so a generated kernel fits the machine that compiled it.
 """
 

@@ -19,7 +19,7 @@ of 32 (or the extent of x rounded up to a power of two when that is smaller), wi
 The CUDA objective is *sector bytes* (``coalescing.py``): each array's exact bytes times the sectors a warp
 moves per useful byte. An array the promotion pass stages in shared memory (one the tile reuses, within the
 budget; or one whose accesses are transposed across ``threadIdx.x`` and whose box rows are at least one
-32-byte sector wide, ``schedule/shared.py``, when its box fits what is left of the budget) moves by
+32-byte sector wide, ``schedule/movement/shared.py``, when its box fits what is left of the budget) moves by
 coalesced copy loops, one box row at a time; an array left in global memory pays the sectors each warp
 instruction touches (a transposed access: 32 sectors for 32 elements, 8x its bytes in f32). So a transpose
 gets a 2-D tile whose transposed side is staged, not a 1-row tile with uncoalesced stores. Ties go to the
@@ -53,9 +53,9 @@ from polyfuse.cost.traffic import itemsize
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import member_map, within_budget
 from polyfuse.schedule.deps import dependences_of
-from polyfuse.schedule.footprint_box import fixed_box, volume
-from polyfuse.schedule.shared import SECTOR_BYTES
-from polyfuse.schedule.tiling import tile_band
+from polyfuse.schedule.movement.footprint_box import fixed_box, volume
+from polyfuse.schedule.movement.shared import SECTOR_BYTES
+from polyfuse.schedule.tiling.sizes import tile_band
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,25 @@
 """Whole-program scheduling: ``pf.schedule(prog, ...) -> Schedule`` (see ``model.py`` for the tree
 conventions the code generators rely on).
 
-The stages, each in its own module: dependences (``deps.py``) -> base tree under the fusion policy or the
-explicit schedule (``scheduler.py``) -> host/kernel split, tiling and mapping (``mapping.py``,
-``tiling.py``) -> contraction of temporaries (``privatize.py``) -> legality check
-(``analysis/legality.py``, on every schedule) -> CUDA: cooperative rows (``rows.py``, re-checked),
-data movement (``movement.py``) and row staging (``row_staging.py``) -> for ``"smart"``: per-kernel
-fusion by traffic (``smart.py``) -> fusion decisions (``explain.py``). Every stage runs under an isl operation budget; past it the policy falls back
-(``IslBudget`` in ``scheduler.py``), down to the source order run sequentially.
+The passes, in order, each a function from one value to the next, in the sub-package its name says:
+
+1. dependences (``deps.py``);
+2. fusion: the base tree under the fusion policy or the explicit schedule (``fusion/scheduler.py``);
+3. C kernel shapes: contractions distributed and register micro-tiled (``tiling/microtile.py``), row-wise
+   kernels rebuilt row by row (``tiling/rowwise.py``);
+4. mapping: the host/kernel split, tiling (``tiling/sizes.py``, sizes from ``cost/search.py``), the C
+   point-loop interchange (``tiling/interchange.py``), C parallel loops and CUDA grids and blocks
+   (``mapping/kernels.py``);
+5. contraction of temporaries (``privatize.py``), then the legality check (``analysis/legality.py``, on
+   every schedule; a C kernel shape that fails it is dropped for the plain tiling);
+6. CUDA: cooperative rows (``mapping/rows.py``, re-checked), data movement (``movement/data_movement.py``)
+   and row staging (``mapping/row_staging.py``);
+7. for ``"smart"``: per-kernel fusion by traffic and register micro-tiles (``fusion/smart.py``), then the
+   fusion decisions (``fusion/explain.py``).
+
+The C and CUDA targets share the tiling levels of ``tiling/``. Every stage runs under an isl operation
+budget; past it the policy falls back (``IslBudget`` in ``fusion/scheduler.py``), down to the source
+order run sequentially.
 
 Several variants are built and the legal ones compared: with live-range reordering (temporaries'
 anti/output dependences relaxed where their values stay local, in isl's constraints and when flagging
@@ -33,17 +45,24 @@ from polyfuse.ir.program import Program
 from polyfuse.runtime.args import check_params
 from polyfuse.schedule.bands import DepView
 from polyfuse.schedule.deps import dependences_of
-from polyfuse.schedule.explain import decisions
-from polyfuse.schedule.mapping import Mapper, split
-from polyfuse.schedule.microtile import count_microtiles, distribute_contractions
+from polyfuse.schedule.fusion.explain import decisions
+from polyfuse.schedule.fusion.scheduler import (
+    DEFAULT_ISL_BUDGET,
+    FUSION_POLICIES,
+    BudgetExhausted,
+    IslBudget,
+    base_tree,
+    user_tree,
+)
+from polyfuse.schedule.fusion.smart import Variant, apart_of, smart_by_traffic, unrated
+from polyfuse.schedule.mapping.kernels import Mapper, split
+from polyfuse.schedule.mapping.row_staging import stage_rows
+from polyfuse.schedule.mapping.rows import cooperative_rows
 from polyfuse.schedule.model import BASE_KEY, Schedule
-from polyfuse.schedule.movement import data_movement
+from polyfuse.schedule.movement.data_movement import data_movement
 from polyfuse.schedule.privatize import contract, temporaries
-from polyfuse.schedule.row_staging import stage_rows
-from polyfuse.schedule.rows import cooperative_rows
-from polyfuse.schedule.scheduler import DEFAULT_ISL_BUDGET, FUSION_POLICIES, BudgetExhausted, IslBudget, base_tree, user_tree
-from polyfuse.schedule.smart import Variant, apart_of, smart_by_traffic, unrated
-from polyfuse.schedule.tiling import validate_tile
+from polyfuse.schedule.tiling.microtile import count_microtiles, distribute_contractions
+from polyfuse.schedule.tiling.sizes import validate_tile
 
 TARGETS = ("c", "cuda")
 

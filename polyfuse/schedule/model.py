@@ -104,7 +104,7 @@ class Buffer:
 
 @dataclass(frozen=True, eq=False)
 class Promotion:
-    """Data movement added for code generation (``schedule/promotion.py``).
+    """Data movement added for code generation (``schedule/movement/promotion.py``).
 
     ``tree`` is ``Schedule.tree`` plus the copy and barrier statements, placed by isl extension nodes (so it
     cannot be flattened by ``get_map``; legality and traffic use ``Schedule.tree``). ``statements`` holds

@@ -22,7 +22,7 @@ import islpy as isl
 
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, same_value
-from polyfuse.schedule.mapping import KernelInfo
+from polyfuse.schedule.mapping.kernels import KernelInfo
 
 
 def temporaries(prog: Program) -> frozenset[str]:

@@ -3,7 +3,7 @@ failed: unable to carry dependences (pf.schedule raised a raw isl.Error under ev
 
 Root cause: the scheduler handed isl the program's context (N >= 2) along with a quasi-affine anti
 dependence (S0[i] -> S0[i'] with i' - i = 1 mod 3, from the `% 3` subscripts); with the context isl's
-scheduler cannot carry it, without it isl schedules i -> [i]. Fixed in schedule/scheduler.py: isl_tree
+scheduler cannot carry it, without it isl schedules i -> [i]. Fixed in schedule/fusion/scheduler.py: isl_tree
 retries without the context (the dependences already hold its constraints), and any remaining scheduler
 failure falls back to a lesser policy (smart/max -> min -> source order) with a PolyfuseWarning and a note
 instead of leaking isl.Error. Shrunk by hand from the fuzzer's example to the one statement that matters.

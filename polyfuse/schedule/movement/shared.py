@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING
 import islpy as isl
 
 from polyfuse.analysis.checks import array_extent
-from polyfuse.schedule.access_patterns import live_in_reads, walks_outer_dim
-from polyfuse.schedule.barriers import Phase, barrier_slots
-from polyfuse.schedule.copies import copy_statement, copy_threads, lanes, shared_copy_tree
-from polyfuse.schedule.footprint_box import box_map, fixed_box, volume
-from polyfuse.schedule.kernel_tree import grid_end, identity, root
 from polyfuse.schedule.model import Buffer
+from polyfuse.schedule.movement.access_patterns import live_in_reads, walks_outer_dim
+from polyfuse.schedule.movement.barriers import Phase, barrier_slots
+from polyfuse.schedule.movement.copies import copy_statement, copy_threads, lanes, shared_copy_tree
+from polyfuse.schedule.movement.footprint_box import box_map, fixed_box, volume
+from polyfuse.schedule.movement.kernel_tree import grid_end, identity, root
 
 if TYPE_CHECKING:
-    from polyfuse.schedule.promotion import KernelWork
+    from polyfuse.schedule.movement.promotion import KernelWork
 
 READS = ("read", "update")
 WRITES = ("write", "update")

@@ -53,10 +53,10 @@ from polyfuse.analysis.legality import check_schedule
 from polyfuse.errors import IllegalTransformError
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T
-from polyfuse.schedule.kernel_tree import count_kernels, kernel_mark, kernel_marks, kernel_parts
 from polyfuse.schedule.model import BLOCK_MARK, KERNEL_MARK, Kernel, Promotion
-from polyfuse.schedule.promotion import DEFAULT_SHARED_BYTES, promote, shared_candidates
-from polyfuse.schedule.tiling import tile_band
+from polyfuse.schedule.movement.kernel_tree import count_kernels, kernel_mark, kernel_marks, kernel_parts
+from polyfuse.schedule.movement.promotion import DEFAULT_SHARED_BYTES, promote, shared_candidates
+from polyfuse.schedule.tiling.sizes import tile_band
 
 K_TILE = 32
 

@@ -37,12 +37,12 @@ import islpy as isl
 
 from polyfuse.ir.program import Access
 from polyfuse.schedule.bands import T
-from polyfuse.schedule.copies import register_copy
-from polyfuse.schedule.kernel_tree import kernel_mark, kernel_parts, root
 from polyfuse.schedule.model import Buffer
+from polyfuse.schedule.movement.copies import register_copy
+from polyfuse.schedule.movement.kernel_tree import kernel_mark, kernel_parts, root
 
 if TYPE_CHECKING:
-    from polyfuse.schedule.promotion import KernelWork
+    from polyfuse.schedule.movement.promotion import KernelWork
 
 MAX_SPAN = 4  # the largest reuse distance kept in registers (a window of MAX_SPAN + 1 registers)
 

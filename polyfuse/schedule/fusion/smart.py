@@ -44,10 +44,10 @@ from polyfuse.cost.traffic import program_traffic
 from polyfuse.errors import IllegalTransformError, PolyfuseError, warn
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, T, annotate, statement_filters
-from polyfuse.schedule.mapping import split, statements_of
-from polyfuse.schedule.microtile import MICROTILE_MARK
+from polyfuse.schedule.fusion.scheduler import BudgetExhausted, IslBudget
+from polyfuse.schedule.mapping.kernels import split, statements_of
 from polyfuse.schedule.model import KERNEL_MARK, Kernel, Schedule
-from polyfuse.schedule.scheduler import BudgetExhausted, IslBudget
+from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
 
 REPRESENTATIVE_SIZE = 1024
 """The size given to every param without a value when ``fusion="smart"`` compares traffic."""

@@ -29,11 +29,11 @@ import islpy as isl
 
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T, member_map, prefix_through
-from polyfuse.schedule.interchange import stride_one_innermost
-from polyfuse.schedule.microtile import find_contraction, micro_tile
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
-from polyfuse.schedule.rowwise import row_members, rows_first
-from polyfuse.schedule.tiling import sizes_for, tile_band
+from polyfuse.schedule.tiling.interchange import stride_one_innermost
+from polyfuse.schedule.tiling.microtile import find_contraction, micro_tile
+from polyfuse.schedule.tiling.rowwise import row_members, rows_first
+from polyfuse.schedule.tiling.sizes import sizes_for, tile_band
 
 
 @dataclass(frozen=True)

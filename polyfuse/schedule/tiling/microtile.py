@@ -153,7 +153,7 @@ def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView) ->
     """``base`` with each kernel band holding a contraction and other statements distributed into a
     sequence: statements before the update in source order, the update, statements after it. Unchanged
     where there is nothing to distribute. The caller re-checks legality."""
-    from polyfuse.schedule.mapping import split, statements_of  # (mapping imports this module)
+    from polyfuse.schedule.mapping.kernels import split, statements_of  # (mapping imports this module)
 
     order = {s.name: k for k, s in enumerate(prog.statements)}
     changed = [False]

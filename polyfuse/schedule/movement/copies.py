@@ -21,8 +21,8 @@ import islpy as isl
 
 from polyfuse.ir.expr import Read
 from polyfuse.ir.program import Access, Statement
-from polyfuse.schedule.kernel_tree import diag, prefix_map, root
 from polyfuse.schedule.model import BLOCK_MARK
+from polyfuse.schedule.movement.kernel_tree import diag, prefix_map, root
 
 
 def copy_statement(name: str, box: isl.Map, offset: isl.MultiAff, x: str, buf: str, dtype, out: bool = False):

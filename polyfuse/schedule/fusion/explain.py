@@ -13,9 +13,9 @@ import islpy as isl
 
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView
-from polyfuse.schedule.mapping import split, statements_of
+from polyfuse.schedule.fusion.scheduler import base_tree
+from polyfuse.schedule.mapping.kernels import split, statements_of
 from polyfuse.schedule.model import FusionDecision, Kernel
-from polyfuse.schedule.scheduler import base_tree
 
 _POLICY = {
     "none": "fusion='none' keeps the source order: each loop nest is its own kernel",

@@ -40,11 +40,11 @@ import islpy as isl
 
 from polyfuse.ir.expr import Read
 from polyfuse.ir.program import Access, Program, Statement
-from polyfuse.schedule.access_patterns import live_in_reads
 from polyfuse.schedule.bands import T
-from polyfuse.schedule.footprint_box import fixed_box
-from polyfuse.schedule.kernel_tree import kernel_mark, kernel_marks, root
 from polyfuse.schedule.model import CYCLIC_MARK, GRID_MARK, KERNEL_MARK, REDUCE_MARK, SYNC_MARK, Buffer, Kernel, Promotion
+from polyfuse.schedule.movement.access_patterns import live_in_reads
+from polyfuse.schedule.movement.footprint_box import fixed_box
+from polyfuse.schedule.movement.kernel_tree import kernel_mark, kernel_marks, root
 
 READS = ("read", "update")
 WRITES = ("write", "update")

@@ -33,7 +33,7 @@ from polyfuse.analysis.legality import padded_schedule_map
 from polyfuse.errors import PolyfuseError, PolyfuseWarning, user_stacklevel
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import QUOTA_MESSAGE, DepView, T, annotate, isl_options, over_quota
-from polyfuse.schedule.mapping import split
+from polyfuse.schedule.mapping.kernels import split
 from polyfuse.schedule.text import read_schedule
 
 FUSION_POLICIES = ("none", "min", "max", "smart")
@@ -254,7 +254,7 @@ def annotated(prog: Program, tree: isl.Schedule, view: DepView) -> isl.Schedule:
 
 
 def _kernel_count(prog: Program, tree: isl.Schedule, view: DepView) -> tuple[int, int]:
-    """(sequential kernels, kernels) that :func:`~polyfuse.schedule.mapping.split` makes of ``tree``."""
+    """(sequential kernels, kernels) that :func:`~polyfuse.schedule.mapping.kernels.split` makes of ``tree``."""
     parallel: list[bool] = []
 
     def record(node: isl.ScheduleNode) -> isl.ScheduleNode:

@@ -27,7 +27,7 @@ import islpy as isl
 
 from polyfuse.ir.expr import Const
 from polyfuse.ir.program import Statement
-from polyfuse.schedule.kernel_tree import diag
+from polyfuse.schedule.movement.kernel_tree import diag
 from polyfuse.types import i32
 
 SLOTS = (1, 2, 3)

@@ -22,15 +22,15 @@ from collections.abc import Mapping, Sequence
 import islpy as isl
 
 from polyfuse.ir.program import Access, Program, Statement
-from polyfuse.schedule.access_patterns import live_in_reads
 from polyfuse.schedule.bands import T
-from polyfuse.schedule.barriers import sync_statement
-from polyfuse.schedule.copies import register_copy
-from polyfuse.schedule.kernel_tree import count_kernels, identity, kernel_mark, kernel_parts, root, tile_band_above
 from polyfuse.schedule.model import KERNEL_MARK, Buffer, Kernel, Promotion
-from polyfuse.schedule.registers import apply_windows, plan_windows
-from polyfuse.schedule.shared import promote_shared, shared_arrays
-from polyfuse.schedule.shared import shared_candidates as _shared_candidates
+from polyfuse.schedule.movement.access_patterns import live_in_reads
+from polyfuse.schedule.movement.barriers import sync_statement
+from polyfuse.schedule.movement.copies import register_copy
+from polyfuse.schedule.movement.kernel_tree import count_kernels, identity, kernel_mark, kernel_parts, root, tile_band_above
+from polyfuse.schedule.movement.registers import apply_windows, plan_windows
+from polyfuse.schedule.movement.shared import promote_shared, shared_arrays
+from polyfuse.schedule.movement.shared import shared_candidates as _shared_candidates
 
 DEFAULT_SHARED_BYTES = 48 * 1024
 REPRESENTATIVE_SIZE = 1024  # size of params without a value when counting reuse

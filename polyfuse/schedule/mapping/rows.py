@@ -47,9 +47,9 @@ from polyfuse.ir.expr import Binary, Read
 from polyfuse.ir.program import Program, Statement
 from polyfuse.schedule.bands import member_map, prefix_through, statement_filters
 from polyfuse.schedule.deps import dependences_of
-from polyfuse.schedule.kernel_tree import kernel_mark, kernel_parts
-from polyfuse.schedule.mapping import KernelInfo, flat_depth
+from polyfuse.schedule.mapping.kernels import KernelInfo, flat_depth
 from polyfuse.schedule.model import CYCLIC_MARK, GRID_MARK, KERNEL_MARK, REDUCE_MARK, SYNC_MARK, Kernel
+from polyfuse.schedule.movement.kernel_tree import kernel_mark, kernel_parts
 from polyfuse.schedule.privatize import contract
 
 MIN_ROW = 32
