@@ -23,6 +23,7 @@ F = torch.nn.functional
 import polyfuse as pf  # noqa: E402
 from polyfuse.errors import UnsupportedOperator  # noqa: E402
 from polyfuse.frontend.torch.compiling import compile_program  # noqa: E402
+from polyfuse.frontend.torch.report import partitions  # noqa: E402
 
 ATOL, RTOL = 2e-5, 2e-4
 BLOCK_ATOL = 2e-4  # whole blocks: several reductions and matrix products in a row
@@ -196,12 +197,14 @@ def test_block_torch_compile(name):
     model, shape = _blocks()[name]
     x = _rand(*shape)
     pf.torch_report(reset=True)
+    partitions(reset=True)
     torch._dynamo.reset()
     with torch.no_grad():
         got = torch.compile(model, backend="polyfuse")(x)
         _close(got, model(x), atol=BLOCK_ATOL)
     report = pf.torch_report()
     assert report["compiled"] and not report["eager"], report
+    assert len(partitions(reset=True)) == 1  # the whole block is one polyfuse Program
 
 
 def test_transformer_fuses_across_operators():

@@ -67,6 +67,8 @@ class _Probe(OperatorSupportBase):
         cx = Converter(fx.Graph(), "probe")
         if node.target is operator.getitem:
             parent = node.args[0]
+            if isinstance(parent, fx.Node) and parent not in self.values:  # the partitioner walks users first
+                self.is_node_supported(None, parent)
             if not isinstance(parent, fx.Node) or self.values.get(parent) is None:
                 raise UnsupportedOperator("an output of an operator left to eager")
             cx.env[parent] = self.values[parent]
