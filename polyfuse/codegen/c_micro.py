@@ -168,6 +168,7 @@ class _Kernel:
         self.ctype = self.t.c_name
         self.vtype = f"pf_v{self.t.name}"
         self.vl = f"PF_VL_{self.t.name}"
+        self.packed: dict[int, str] = {}  # vector operands packed for the current lane strip
 
     def lines(self, d: int) -> list[str]:
         """Lanes outermost (a ``k x NR`` panel of the lane operand stays in L1 while the row groups pass),
@@ -176,12 +177,37 @@ class _Kernel:
         width = f"{NR_VECTORS} * {self.vl}"
         out = [_pad(d, f"int64_t {j} = {self.lane.init};"),
                _pad(d, f"for (; {j} + {width} - 1 <= {self.lane.last}; {j} += {width}) {{"),
+               *self._pack(d + 1, j),
                *self._rows(d + 1, i, j, NR_VECTORS),
                _pad(d, "}"),
                _pad(d, f"for (; {j} <= {self.lane.last}; {j} += 1) {{"),
                *self._rows(d + 1, i, j, 0),
                _pad(d, "}")]
         return [_pad(d - 1, "{"), *out, _pad(d - 1, "}")]
+
+    def _pack(self, d: int, j: str) -> list[str]:
+        """Copy the ``k x NR`` panel of each vector operand (contiguous along the lane, the same for every
+        row) into a contiguous, aligned local buffer once per lane strip: the row groups then read it
+        from L1 without the cache-set conflicts of a power-of-two row stride (operand packing)."""
+        self.packed = {}
+        if not self.info.k_tile:
+            return []
+        k, lo = self.red.name, self.red.init
+        lines: list[str] = []
+        for n in range(len(self.stmt.accesses)):
+            row_dep, lane_dep = (True, True) if n == self.stmt.target else self._depends(n)
+            if row_dep or not lane_dep:
+                continue
+            name = f"pack{n}"
+            self.packed[n] = name
+            env = dict(self.loop_of)
+            lines.append(_pad(d, f"{self.vtype} {name}[{self.info.k_tile} * {NR_VECTORS}];"))
+            lines.append(_pad(d, f"for (int64_t {k} = {lo}; {k} <= {self.red.last}; {k} += 1) {{"))
+            for v in range(NR_VECTORS):
+                env[self.info.lane] = f"({j} + {v} * {self.vl})" if v else j
+                lines.append(_pad(d + 1, f"{name}[({k} - {lo}) * {NR_VECTORS} + {v}] = pf_vload_{self.t.name}(&{self._access(n, env)});"))
+            lines.append(_pad(d, "}"))
+        return lines
 
     def _rows(self, d: int, i: str, j: str, n_vec: int) -> list[str]:
         return [
@@ -232,7 +258,9 @@ class _Kernel:
                 for v in (lanes if lane_dep else [0]):
                     name = f"op{n}_{r}_{v}"
                     shared[(n, r, v)] = name
-                    if vec and lane_dep:
+                    if vec and n in self.packed:
+                        value = f"{self.packed[n]}[({k} - {self.red.init}) * {NR_VECTORS} + {v}]"
+                    elif vec and lane_dep:
                         value = f"pf_vload_{self.t.name}({address(n, r, v)})"
                     elif vec:
                         value = f"pf_vset_{self.t.name}({self._access(n, at(r, v))})"

@@ -66,6 +66,7 @@ class MicroTile:
     rows: str
     lane: str
     reduction: str
+    k_tile: int = 0  # the reduction's cache tile: at most this many k per panel (0: unknown, no packing)
 
     def __str__(self) -> str:
         return f"microtile({self.statement}: rows {self.rows}, lane {self.lane}, reduction {self.reduction})"
@@ -264,7 +265,7 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     with isl_options(tile_scale_tile_loops=0, tile_shift_point_loops=0):
         node = node.band_tile(isl.MultiVal.from_val_list(node.band_get_space(), vals))
     names = stmt.iterators
-    mark = MicroTile(stmt.name, names[dims[found.rows]], names[dims[found.lane]], names[dims[found.reduction]])
+    mark = MicroTile(stmt.name, names[dims[found.rows]], names[dims[found.lane]], names[dims[found.reduction]], sizes[-1])
     return node.child(0).insert_mark(isl.Id(MICROTILE_MARK, user=mark)).parent(), sizes
 
 
