@@ -123,3 +123,19 @@ def test_concrete_sizes_and_attention_after_a_contraction():
     pf.compile(prog, target="c", params=sizes)(q=qv, k=kv, p=p)
     want = _np_softmax(np.einsum("hie,hje->hij", qv.astype(np.float64), kv) * 0.125)
     np.testing.assert_allclose(p, want, rtol=1e-5, atol=1e-6)
+
+
+def test_keepdims_reductions_run_once_per_row():
+    """rmsnorm written with keepdims (``m[i, 0]``): the per-row statements leave the inner loops, the
+    sum gets its simd reduction and the squared values stay per-lane temporaries."""
+    g = pf.Graph("rmsnorm")
+    x, w = g.input("x", (R, D), pf.f32), g.input("w", (D,), pf.f32)
+    prog = g.build(y=x * ops.rsqrt(ops.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w)
+    text = pf.codegen(pf.schedule(prog, target="c", params={"R": 64, "D": 256})).text
+    assert "reduction(+:" in text and "private(" in text and "== 0" not in text.split("void ")[-1]
+    rng = np.random.default_rng(11)
+    xv, wv = rng.uniform(-2, 2, (7, 45)).astype(np.float32), rng.uniform(-1, 1, 45).astype(np.float32)
+    y = np.zeros_like(xv)
+    pf.compile(prog, target="c", params={"R": 7, "D": 45})(x=xv, w=wv, y=y)
+    x64 = xv.astype(np.float64)
+    np.testing.assert_allclose(y, x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-6) * wv, rtol=1e-5, atol=1e-6)

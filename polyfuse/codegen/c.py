@@ -347,7 +347,8 @@ class _CPrinter:
         elif not node.for_is_degenerate() and self.sched.reassociate:
             reductions = self._simd_reductions(node.for_get_body())
             if reductions:
-                lines.append(f"{pad}#pragma omp simd " + " ".join(f"reduction({op}:{name})" for op, name in reductions))
+                lines.append(f"{pad}#pragma omp simd " + " ".join(
+                    f"private({name})" if op == "private" else f"reduction({op}:{name})" for op, name in reductions))
         if node.for_is_degenerate():
             lines.append(f"{pad}{{")
             lines.append(f"{pad}{INDENT}const {INDEX_TYPE} {it} = {init};")
@@ -421,6 +422,15 @@ class _CPrinter:
                     found.pop(acc.array)
             if st.write.array in found and sum(1 for other in stmts if other.write.array == st.write.array) > 1:
                 found.pop(st.write.array)
+        if not found:
+            return []
+        # other local scalars written in the body must be per-iteration temporaries (written before any
+        # read in every iteration): they are private to each SIMD lane; anything else forbids the pragma
+        for name in {st.write.array for st in stmts if st.write.array in self.local_scalars} - set(found):
+            first = next(st for st in stmts if any(a.array == name for a in st.accesses))
+            if first.write.array != name or any(a.array == name for k, a in enumerate(first.accesses) if k != first.target):
+                return []
+            found[name] = "private"
         return sorted((op, name) for name, op in found.items())
 
     def _collapsible(self, node: isl.AstNode, it: str) -> bool:

@@ -81,7 +81,7 @@ def _hoist_row_statements(prog: Program, names: Sequence[str], n_rows: int) -> l
     could be fused (``sum = 0`` between ``y = exp(x - max)`` and ``sum += y``)."""
     order: list[str] = []
     for s in names:
-        if prog.statement(s).depth != n_rows:
+        if not _shallow(prog.statement(s), n_rows):
             order.append(s)
             continue
         linked = {d.source for d in dependences_of(prog) if d.sink == s} | {d.sink for d in dependences_of(prog) if d.source == s}
@@ -94,13 +94,26 @@ def _groups(prog: Program, names: Sequence[str], n_rows: int) -> list[list[str]]
     """Consecutive statements of the same depth, split where fusing the inner loop would run a sink
     before its source."""
     groups: list[list[str]] = []
+
+    def kind(name: str) -> tuple[bool, int]:
+        stmt = prog.statement(name)
+        return _shallow(stmt, n_rows), stmt.depth
+
     for s in names:
-        if groups and prog.statement(groups[-1][0]).depth == prog.statement(s).depth and all(
-                _fusable(prog, a, s, n_rows) for a in groups[-1]):
+        if groups and kind(groups[-1][0]) == kind(s) and all(_fusable(prog, a, s, n_rows) for a in groups[-1]):
             groups[-1].append(s)
         else:
             groups.append([s])
     return groups
+
+
+def _shallow(stmt, n_rows: int) -> bool:
+    """Whether ``stmt`` runs once per row: no iterator beyond the rows, or one fixed to a single value
+    (``keepdims`` reductions write ``m[i, 0]``)."""
+    if stmt.depth == n_rows:
+        return True
+    val = stmt.domain.plain_get_val_if_fixed(isl.dim_type.set, n_rows)
+    return not val.is_nan()
 
 
 def _fusable(prog: Program, a: str, b: str, n_rows: int) -> bool:
