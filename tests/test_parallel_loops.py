@@ -156,3 +156,24 @@ def test_sequential_kernel_inside_a_region_runs_on_one_thread():
         exe(A=got_a, B=got_b, T=6)
         np.testing.assert_array_equal(got_a, want_a)
         np.testing.assert_array_equal(got_b, want_b)
+
+
+def test_a_batch_of_one_never_hands_parallelism_to_a_reduction_loop():
+    """Regression (fuzzer): marks of different kernels share iterator names; the hand-over to the next
+    loop must follow the kernel's own band, never another kernel's (here the row sums' next member is the
+    reduction: running it in parallel raced on the sums)."""
+    g = pf.Graph("ln")
+    x = g.input("x", (2, 55), pf.f64)
+    prog = g.build(y=pf.ops.layernorm(x, eps=1e-5))
+    exe = pf.compile(prog, target="c", fusion="min", params={})
+    text = exe.code.text
+    for kernel in text.split("/* kernel ")[1:]:
+        if "+= x[" in kernel:  # the row-sum kernel: its only parallel member has a single tile
+            assert "#pragma omp" not in kernel.split("*/", 1)[1]
+    xv = np.random.default_rng(0).uniform(-1, 1, (2, 55))
+    want = np.zeros((2, 55))
+    pf.reference(prog)(x=xv, y=want)
+    for _ in range(20):
+        y = np.zeros((2, 55))
+        exe(x=xv, y=y)
+        np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)

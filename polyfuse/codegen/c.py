@@ -42,7 +42,6 @@ from polyfuse.codegen.ast import (
     expr_to_text,
     iterator_names,
     statement_call,
-    with_mark_depths,
 )
 from polyfuse.codegen.c_micro import VECTOR_HELPERS, microtile_lines
 from polyfuse.codegen.code import Argument, Code
@@ -145,13 +144,12 @@ class _CPrinter:
         self.dialect = FlatCDialect(dict(arrays), self.local_scalars)
         context = _params_context(self.program, sched.params)
         # Parallel marks carry their schedule depth, so the printer can recognise the marked loop by name.
-        self.ast = build_ast(self.program, with_mark_depths(sched.tree, PARALLEL_MARK), context=context)
+        self.ast = build_ast(self.program, _annotate_parallel_marks(sched.tree), context=context)
         self.iterators = iterator_names(self.program)
         self.usage = _Usage()
         self._loop_counter = 0
         self.math_parts: set[str] = set()
         self.uses_vectors = False  # set by the micro-kernel printer (``c_micro.py``)
-        self.collapsible = _collapsible_iterators(sched.tree, self.iterators)
         self.in_kernel = False  # printing below a kernel mark
         self.in_region = False  # printing inside a host loop's ``omp parallel`` region
         self._scan(self.ast, None, None)
@@ -255,8 +253,11 @@ class _CPrinter:
         ident = mark.mark_get_id()
         if ident.get_name() != PARALLEL_MARK:
             return parallel
-        depth = ident.user
-        return self.iterators[depth] if isinstance(depth, int) else None
+        user = ident.user
+        if not isinstance(user, tuple):
+            return None
+        depth, two = user
+        return _Marked(self.iterators[depth], two) if depth < len(self.iterators) else None
 
     def _is_parallel_loop(self, node: isl.AstNode, parallel: str | None) -> bool:
         """Whether ``node`` is the marked parallel loop itself. When isl elided that loop (one iteration at
@@ -265,12 +266,12 @@ class _CPrinter:
         if parallel is None or node.for_is_degenerate():
             return False
         name = node.for_get_iterator().get_id().get_name()
-        return name == parallel or (parallel in self.collapsible and name == self._successor(parallel))
+        return name == parallel or (_two(parallel) and name == self._successor(parallel))
 
     def _through_degenerate(self, node: isl.AstNode, parallel: str | None) -> str | None:
         """What the body of loop ``node`` may still parallelise: the mark's request passes through the
         marked loop when it has a single iteration and the band's next member is parallel."""
-        if parallel is not None and node.for_is_degenerate() and parallel in self.collapsible:
+        if parallel is not None and node.for_is_degenerate() and _two(parallel):
             if node.for_get_iterator().get_id().get_name() == parallel:
                 return parallel
         return None
@@ -341,7 +342,7 @@ class _CPrinter:
             loop = self._loop_counter
             self._loop_counter += 1
             private = sorted(self.usage.per_loop.get(loop, set()) - self.function_scalars)
-            collapse = " collapse(2)" if not private and self._collapsible(node, it) else ""
+            collapse = " collapse(2)" if not private and it == parallel and self._collapsible(node, parallel) else ""
             construct = "for" if self.in_region else "parallel for"
             lines.append(f"{pad}#pragma omp {construct} schedule(static){collapse}")
         elif not node.for_is_degenerate() and self.sched.reassociate:
@@ -433,12 +434,12 @@ class _CPrinter:
             found[name] = "private"
         return sorted((op, name) for name, op in found.items())
 
-    def _collapsible(self, node: isl.AstNode, it: str) -> bool:
+    def _collapsible(self, node: isl.AstNode, it: str | None) -> bool:
         """Whether the parallel loop ``node`` and the loop right inside it may share one OpenMP loop
         (``collapse(2)``): the marked band's first two members are parallel, the two loops are perfectly
         nested, and the inner one's bounds do not depend on the outer iterator. Then a short outer loop
         (batch 1, a tile covering a whole dimension) no longer leaves threads idle."""
-        if it not in self.collapsible:
+        if not _two(it):
             return False
         inner = node.for_get_body()
         if inner.get_type() != isl.ast_node_type.for_ or inner.for_is_degenerate():
@@ -537,23 +538,44 @@ def _params_context(program: Program, sizes: dict | object) -> isl.Set | None:
     return ctx
 
 
-def _collapsible_iterators(tree: isl.Schedule, iterators: Sequence[str]) -> frozenset[str]:
-    """Iterators of the loops that ``parallel`` marks designate whose band has two leading parallel
-    members (candidates for ``collapse(2)``)."""
-    found: set[str] = set()
+class _Marked(str):
+    """The iterator name of the loop a ``parallel`` mark designates, with ``two``: whether the marked
+    band's first two members are both parallel (then the next loop may take over or be collapsed)."""
 
-    def visit(node: isl.ScheduleNode) -> bool:
-        if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == PARALLEL_MARK:
-            band = node.child(0)
-            if (band.get_type() == isl.schedule_node_type.band and band.band_n_member() >= 2
-                    and band.band_member_get_coincident(0) and band.band_member_get_coincident(1)):
-                depth = node.get_schedule_depth()
-                if depth < len(iterators):
-                    found.add(iterators[depth])
-        return True
+    two: bool
 
-    tree.get_root().foreach_descendant_top_down(visit)
-    return frozenset(found)
+    def __new__(cls, name: str, two: bool) -> _Marked:
+        out = super().__new__(cls, name)
+        out.two = two
+        return out
+
+
+def _two(parallel: str | None) -> bool:
+    return bool(getattr(parallel, "two", False))
+
+
+def _annotate_parallel_marks(tree: isl.Schedule) -> isl.Schedule:
+    """``tree`` with every ``parallel`` mark re-created with ``(schedule depth, two parallel members)`` as
+    its user object. The depth names the marked loop, so the printer can tell it from a deeper loop when
+    isl elided it (see :func:`polyfuse.codegen.ast.with_mark_depths`); the flag is per mark, since marks
+    of different kernels share iterator names."""
+    failures: list[BaseException] = []
+
+    def visit(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        try:
+            if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == PARALLEL_MARK:
+                band = node.child(0)
+                two = (band.get_type() == isl.schedule_node_type.band and band.band_n_member() >= 2
+                       and bool(band.band_member_get_coincident(0)) and bool(band.band_member_get_coincident(1)))
+                return node.delete().insert_mark(isl.Id(PARALLEL_MARK, user=(node.get_schedule_depth(), two)))
+        except Exception as e:  # noqa: BLE001 - re-raised after isl returns
+            failures.append(e)
+        return node
+
+    out = tree.map_schedule_node_bottom_up(visit)
+    if failures:
+        raise CodegenError(f"cannot annotate the parallel marks: {failures[0]}") from failures[0]
+    return out
 
 
 def _holds_parallel_mark(node: isl.AstNode) -> bool:

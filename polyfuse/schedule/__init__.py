@@ -269,13 +269,15 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits) -> t
     if search is not None:
         search.log = []
     mapped = None
-    if target == "c" and fusion != "explicit":  # C kernel shapes, kept only where the whole tree stays legal
-        # (an explicit schedule is the user's: it is checked as given, never reshaped into a legal one)
+    if fusion == "explicit":
+        # the user's schedule is checked as given first (an illegal one is never reshaped into a legal one)
+        mapped = _map_and_check(prog, base, view, target, tile, params, search, False)
+    if target == "c":  # C kernel shapes, kept only where the whole tree stays legal
         try:
             mapped = _map_and_check(prog, distribute_contractions(prog, base, view), view, target, tile, params, search, True,
                                     limits.cache_bytes)
         except IllegalTransformError:
-            mapped = None
+            pass
     if mapped is None:
         mapped = _map_and_check(prog, base, view, target, tile, params, search, False)
     tree, kernels, privatized = mapped
