@@ -149,28 +149,6 @@ def _iterator_id_list(names: list[str]) -> isl.IdList:
     return ids
 
 
-def with_mark_depths(schedule: isl.Schedule, mark: str) -> isl.Schedule:
-    """``schedule`` with every mark named ``mark`` re-created with its schedule depth (the number of
-    schedule dimensions above it) as the Id's user object, so that a printer can tell whether the first
-    loop below the mark in the AST is the marked band's own loop, or whether isl elided that loop (a
-    single iteration at these sizes) and the loop found is a deeper one."""
-    failures: list[BaseException] = []
-
-    def visit(node: isl.ScheduleNode) -> isl.ScheduleNode:
-        try:
-            if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == mark:
-                depth = node.get_schedule_depth()
-                return node.delete().insert_mark(isl.Id(mark, user=depth))
-        except Exception as e:  # noqa: BLE001 - re-raised after isl returns (see build_ast)
-            failures.append(e)
-        return node
-
-    out = schedule.map_schedule_node_bottom_up(visit)
-    if failures:
-        raise CodegenError(f"cannot annotate the {mark!r} marks: {failures[0]}") from failures[0]
-    return out
-
-
 def _statement_call(node: isl.AstNode, build: isl.AstBuild, table: Mapping[str, Statement]) -> StatementCall:
     """Index expressions of one statement at the user node ``node`` (called from ``at_each_domain``)."""
     call_expr = node.user_get_expr()
@@ -352,3 +330,20 @@ def expr_to_text(expr: isl.AstExpr, dialect: Dialect) -> str:
 
 PYTHON = PythonDialect()
 C = CDialect()
+
+
+def expr_ids(expr: isl.AstExpr) -> set[str]:
+    """The names of every identifier (iterators, sizes) ``expr`` mentions."""
+    kind = expr.get_type()
+    if kind == isl.ast_expr_type.id:
+        return {expr.get_id().get_name()}
+    if kind == isl.ast_expr_type.op:
+        return set().union(*(expr_ids(expr.get_op_arg(k)) for k in range(expr.get_op_n_arg())))
+    return set()
+
+
+def block_children(node: isl.AstNode) -> Iterator[isl.AstNode]:
+    """The nodes of an AST block, in order."""
+    children = node.block_get_children()
+    for k in range(children.n_ast_node()):
+        yield children.get_at(k)

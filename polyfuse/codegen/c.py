@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -38,12 +38,15 @@ from polyfuse.codegen.ast import (
     C_HELPERS,
     CDialect,
     StatementCall,
+    block_children,
     build_ast,
+    expr_ids,
     expr_to_text,
     iterator_names,
     statement_call,
 )
 from polyfuse.codegen.c_micro import VECTOR_HELPERS, microtile_lines
+from polyfuse.codegen.c_openmp import Marked, annotate_parallel_marks, holds_parallel_mark, simd_clauses, two
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
@@ -144,7 +147,7 @@ class _CPrinter:
         self.dialect = FlatCDialect(dict(arrays), self.local_scalars)
         context = _params_context(self.program, sched.params)
         # Parallel marks carry their schedule depth, so the printer can recognise the marked loop by name.
-        self.ast = build_ast(self.program, _annotate_parallel_marks(sched.tree), context=context)
+        self.ast = build_ast(self.program, annotate_parallel_marks(sched.tree), context=context)
         self.iterators = iterator_names(self.program)
         self.usage = _Usage()
         self._loop_counter = 0
@@ -226,7 +229,7 @@ class _CPrinter:
                 self.usage.per_loop[loop] = set()
             self._scan(node.for_get_body(), loop, self._through_degenerate(node, parallel) if loop is None else None)
         elif t == isl.ast_node_type.block:
-            for child in _children(node):
+            for child in block_children(node):
                 self._scan(child, loop, parallel)
         elif t == isl.ast_node_type.if_:
             self._scan(node.if_get_then_node(), loop, parallel)
@@ -249,15 +252,15 @@ class _CPrinter:
 
     # ----- statements and control flow ----------------------------------------------------------
     def _parallel_below(self, mark: isl.AstNode, parallel: str | None) -> str | None:
-        """The iterator of the loop a ``parallel`` mark designates (see :func:`with_mark_depths`)."""
+        """The iterator of the loop a ``parallel`` mark designates (see :func:`polyfuse.codegen.c_openmp.annotate_parallel_marks`)."""
         ident = mark.mark_get_id()
         if ident.get_name() != PARALLEL_MARK:
             return parallel
         user = ident.user
         if not isinstance(user, tuple):
             return None
-        depth, two = user
-        return _Marked(self.iterators[depth], two) if depth < len(self.iterators) else None
+        depth, both = user
+        return Marked(self.iterators[depth], both) if depth < len(self.iterators) else None
 
     def _is_parallel_loop(self, node: isl.AstNode, parallel: str | None) -> bool:
         """Whether ``node`` is the marked parallel loop itself. When isl elided that loop (one iteration at
@@ -266,12 +269,12 @@ class _CPrinter:
         if parallel is None or node.for_is_degenerate():
             return False
         name = node.for_get_iterator().get_id().get_name()
-        return name == parallel or (_two(parallel) and name == self._successor(parallel))
+        return name == parallel or (two(parallel) and name == self._successor(parallel))
 
     def _through_degenerate(self, node: isl.AstNode, parallel: str | None) -> str | None:
         """What the body of loop ``node`` may still parallelise: the mark's request passes through the
         marked loop when it has a single iteration and the band's next member is parallel."""
-        if parallel is not None and node.for_is_degenerate() and _two(parallel):
+        if parallel is not None and node.for_is_degenerate() and two(parallel):
             if node.for_get_iterator().get_id().get_name() == parallel:
                 return parallel
         return None
@@ -286,7 +289,7 @@ class _CPrinter:
         if t == isl.ast_node_type.for_:
             return self._for(node, depth, parallel)
         if t == isl.ast_node_type.block:
-            return [line for child in _children(node) for line in self._node(child, depth, parallel)]
+            return [line for child in block_children(node) for line in self._node(child, depth, parallel)]
         if t == isl.ast_node_type.if_:
             lines = [f"{pad}if ({self._index(node.if_get_cond())}) {{", *self._node(node.if_get_then_node(), depth + 1, parallel)]
             if node.if_has_else_node():
@@ -325,7 +328,7 @@ class _CPrinter:
 
     def _for(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str]:
         pad = INDENT * depth
-        if not self.in_kernel and not self.in_region and _holds_parallel_mark(node) and self._region_fits(node):
+        if not self.in_kernel and not self.in_region and holds_parallel_mark(node) and self._region_fits(node):
             # a host loop around parallel kernels: one parallel region for the whole loop, each kernel an
             # ``omp for`` (its implicit barrier orders the kernels), instead of a fork and join per iteration
             self.in_region = True
@@ -369,12 +372,12 @@ class _CPrinter:
         t = node.get_type()
         if t == isl.ast_node_type.mark:
             if node.mark_get_id().get_name() == KERNEL_MARK:
-                return self._shares_work(node) or not _holds_parallel_mark(node.mark_get_node())
+                return self._shares_work(node) or not holds_parallel_mark(node.mark_get_node())
             return self._region_fits(node.mark_get_node())
         if t == isl.ast_node_type.for_:
             return self._region_fits(node.for_get_body())
         if t == isl.ast_node_type.block:
-            return all(self._region_fits(c) for c in _children(node))
+            return all(self._region_fits(c) for c in block_children(node))
         if t == isl.ast_node_type.if_:
             return self._region_fits(node.if_get_then_node()) and (
                 not node.if_has_else_node() or self._region_fits(node.if_get_else_node()))
@@ -389,8 +392,8 @@ class _CPrinter:
             if t == isl.ast_node_type.mark:
                 parallel = self._parallel_below(node, parallel)
                 node = node.mark_get_node()
-            elif t == isl.ast_node_type.block and len(list(_children(node))) == 1:
-                node = next(_children(node))
+            elif t == isl.ast_node_type.block and len(list(block_children(node))) == 1:
+                node = next(block_children(node))
             elif t == isl.ast_node_type.for_ and self._is_parallel_loop(node, parallel):
                 return True
             elif t == isl.ast_node_type.for_ and self._through_degenerate(node, parallel):
@@ -399,52 +402,24 @@ class _CPrinter:
                 return False
 
     def _simd_reductions(self, body: isl.AstNode) -> list[tuple[str, str]]:
-        """``(operator, scalar)`` for each local scalar that the innermost loop with this body reduces
-        into (``s += ...`` or ``s = max(s, ...)``), when nothing else in the body reads it: such a loop is
-        printed with ``#pragma omp simd reduction(...)``, so the compiler may keep one partial result per
-        SIMD lane and combine them at the end (a reassociation: only with ``reassociate=True``)."""
-        nodes = list(_children(body)) if body.get_type() == isl.ast_node_type.block else [body]
+        """The clauses of ``#pragma omp simd`` for the innermost loop with this body (see
+        :func:`polyfuse.codegen.c_openmp.simd_clauses`); empty when the loop gets none."""
+        nodes = list(block_children(body)) if body.get_type() == isl.ast_node_type.block else [body]
         if not nodes or any(n.get_type() != isl.ast_node_type.user for n in nodes):
             return []
-        stmts = [statement_call(n).statement for n in nodes]
-        found: dict[str, str] = {}
-        for st in stmts:
-            name = st.write.array
-            if name not in self.local_scalars or not self.program.arrays[name].dtype.is_float:
-                continue
-            if st.op == "+=":
-                found[name] = "+"
-            elif st.op == "=" and isinstance(st.value, Binary) and st.value.op in ("max", "min") and any(
-                    isinstance(side, Read) and st.accesses[side.access].array == name for side in (st.value.lhs, st.value.rhs)):
-                found[name] = st.value.op
-        for st in stmts:
-            for k, acc in enumerate(st.accesses):
-                if acc.array in found and not (k == st.target or _own_update(st, k)):
-                    found.pop(acc.array)
-            if st.write.array in found and sum(1 for other in stmts if other.write.array == st.write.array) > 1:
-                found.pop(st.write.array)
-        if not found:
-            return []
-        # other local scalars written in the body must be per-iteration temporaries (written before any
-        # read in every iteration): they are private to each SIMD lane; anything else forbids the pragma
-        for name in {st.write.array for st in stmts if st.write.array in self.local_scalars} - set(found):
-            first = next(st for st in stmts if any(a.array == name for a in st.accesses))
-            if first.write.array != name or any(a.array == name for k, a in enumerate(first.accesses) if k != first.target):
-                return []
-            found[name] = "private"
-        return sorted((op, name) for name, op in found.items())
+        return simd_clauses([statement_call(n).statement for n in nodes], self.local_scalars, self.program.arrays)
 
     def _collapsible(self, node: isl.AstNode, it: str | None) -> bool:
         """Whether the parallel loop ``node`` and the loop right inside it may share one OpenMP loop
         (``collapse(2)``): the marked band's first two members are parallel, the two loops are perfectly
         nested, and the inner one's bounds do not depend on the outer iterator. Then a short outer loop
         (batch 1, a tile covering a whole dimension) no longer leaves threads idle."""
-        if not _two(it):
+        if not two(it):
             return False
         inner = node.for_get_body()
         if inner.get_type() != isl.ast_node_type.for_ or inner.for_is_degenerate():
             return False
-        return it not in _expr_ids(inner.for_get_init()) | _expr_ids(inner.for_get_cond()) | _expr_ids(inner.for_get_inc())
+        return it not in expr_ids(inner.for_get_init()) | expr_ids(inner.for_get_cond()) | expr_ids(inner.for_get_inc())
 
     def _index(self, expr: isl.AstExpr) -> str:
         return expr_to_text(expr, self.dialect)
@@ -536,84 +511,6 @@ def _params_context(program: Program, sizes: dict | object) -> isl.Set | None:
         pos = ctx.find_dim_by_name(isl.dim_type.param, name)
         ctx = ctx.fix_val(isl.dim_type.param, pos, isl.Val.int_from_si(ctx.get_ctx(), value))
     return ctx
-
-
-class _Marked(str):
-    """The iterator name of the loop a ``parallel`` mark designates, with ``two``: whether the marked
-    band's first two members are both parallel (then the next loop may take over or be collapsed)."""
-
-    two: bool
-
-    def __new__(cls, name: str, two: bool) -> _Marked:
-        out = super().__new__(cls, name)
-        out.two = two
-        return out
-
-
-def _two(parallel: str | None) -> bool:
-    return bool(getattr(parallel, "two", False))
-
-
-def _annotate_parallel_marks(tree: isl.Schedule) -> isl.Schedule:
-    """``tree`` with every ``parallel`` mark re-created with ``(schedule depth, two parallel members)`` as
-    its user object. The depth names the marked loop, so the printer can tell it from a deeper loop when
-    isl elided it (see :func:`polyfuse.codegen.ast.with_mark_depths`); the flag is per mark, since marks
-    of different kernels share iterator names."""
-    failures: list[BaseException] = []
-
-    def visit(node: isl.ScheduleNode) -> isl.ScheduleNode:
-        try:
-            if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == PARALLEL_MARK:
-                band = node.child(0)
-                two = (band.get_type() == isl.schedule_node_type.band and band.band_n_member() >= 2
-                       and bool(band.band_member_get_coincident(0)) and bool(band.band_member_get_coincident(1)))
-                return node.delete().insert_mark(isl.Id(PARALLEL_MARK, user=(node.get_schedule_depth(), two)))
-        except Exception as e:  # noqa: BLE001 - re-raised after isl returns
-            failures.append(e)
-        return node
-
-    out = tree.map_schedule_node_bottom_up(visit)
-    if failures:
-        raise CodegenError(f"cannot annotate the parallel marks: {failures[0]}") from failures[0]
-    return out
-
-
-def _holds_parallel_mark(node: isl.AstNode) -> bool:
-    """Whether some ``parallel`` mark lies below ``node`` in the AST."""
-    t = node.get_type()
-    if t == isl.ast_node_type.mark:
-        return node.mark_get_id().get_name() == PARALLEL_MARK or _holds_parallel_mark(node.mark_get_node())
-    if t == isl.ast_node_type.for_:
-        return _holds_parallel_mark(node.for_get_body())
-    if t == isl.ast_node_type.block:
-        return any(_holds_parallel_mark(c) for c in _children(node))
-    if t == isl.ast_node_type.if_:
-        return _holds_parallel_mark(node.if_get_then_node()) or (
-            node.if_has_else_node() and _holds_parallel_mark(node.if_get_else_node()))
-    return False
-
-
-def _own_update(stmt, k: int) -> bool:
-    """Whether access ``k`` of ``stmt`` is the read of its own target in ``s = max(s, x)``."""
-    v = stmt.value
-    return (stmt.op == "=" and isinstance(v, Binary) and v.op in ("max", "min")
-            and any(isinstance(side, Read) and side.access == k for side in (v.lhs, v.rhs))
-            and stmt.accesses[k].array == stmt.write.array)
-
-
-def _expr_ids(expr: isl.AstExpr) -> set[str]:
-    kind = expr.get_type()
-    if kind == isl.ast_expr_type.id:
-        return {expr.get_id().get_name()}
-    if kind == isl.ast_expr_type.op:
-        return set().union(*(_expr_ids(expr.get_op_arg(k)) for k in range(expr.get_op_n_arg())))
-    return set()
-
-
-def _children(node: isl.AstNode) -> Iterator[isl.AstNode]:
-    lst = node.block_get_children()
-    for k in range(lst.n_ast_node()):
-        yield lst.get_at(k)
 
 
 def _paren(text: str) -> str:

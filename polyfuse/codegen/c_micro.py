@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 import islpy as isl
 
-from polyfuse.codegen.ast import statement_call
+from polyfuse.codegen.ast import expr_ids, statement_call
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
 from polyfuse.schedule.tiling.microtile import MR, NR_VECTORS, Coefficients, MicroTile, access_coefficients
 
@@ -80,7 +80,7 @@ class _Loop:
         self.name = node.for_get_iterator().get_id().get_name()
         self.degenerate = node.for_is_degenerate()
         self.init = index(node.for_get_init())
-        self.ids = _ids(node.for_get_init())
+        self.ids = expr_ids(node.for_get_init())
         self.last: str | None = None
         self.unit = True
         if not self.degenerate:
@@ -91,7 +91,7 @@ class _Loop:
                 if lhs.get_type() == isl.ast_expr_type.id and lhs.get_id().get_name() == self.name:
                     bound = index(rhs)
                     self.last = bound if cond.get_op_type() == Op.le else f"({bound} - 1)"
-                    self.ids |= _ids(rhs)
+                    self.ids |= expr_ids(rhs)
 
 
 def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
@@ -118,7 +118,7 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
     for it, arg in zip(stmt.iterators, call.arguments):
         if arg.get_type() == isl.ast_expr_type.id:
             loop_of[it] = arg.get_id().get_name()
-        elif _ids(arg) & inner:
+        elif expr_ids(arg) & inner:
             return None  # another iterator's value moves with the tile's loops: not this shape
         else:
             loop_of[it] = f"({printer._index(arg)})"
@@ -323,18 +323,6 @@ class _Kernel:
                 terms.append(str(const))
             indices.append(" + ".join(terms).replace("+ -", "- "))
         return self.p.dialect.access(acc.array, indices)
-
-
-def _ids(expr: isl.AstExpr) -> set[str]:
-    kind = expr.get_type()
-    if kind == isl.ast_expr_type.id:
-        return {expr.get_id().get_name()}
-    if kind == isl.ast_expr_type.op:
-        out: set[str] = set()
-        for k in range(expr.get_op_n_arg()):
-            out |= _ids(expr.get_op_arg(k))
-        return out
-    return set()
 
 
 def _pad(d: int, text: str) -> str:
