@@ -196,7 +196,7 @@ def test_compiled_matches_reference(prog, fusion, tile):
 
 def test_fusion_max_producer_consumer_has_one_parallel_nest_and_no_b_buffer():
     exe = pf.compile(corpus.add_exp, target="c", fusion="max")
-    a, c = np.random.default_rng(1).random((2, 33, 17), dtype=np.float32)
+    a, c = np.random.default_rng(1).random((2, 65, 67), dtype=np.float32)  # work enough for OpenMP
     exe(A=a, C=c)
     np.testing.assert_allclose(c, np.exp(a + 1), rtol=1e-5)
     text = exe.code.text

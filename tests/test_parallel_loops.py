@@ -79,7 +79,7 @@ def test_threads_option_sets_the_count_for_the_call_and_restores_it():
     g = pf.Graph("ew1")
     x = g.input("x", (H, W), pf.f32)
     exe = pf.compile(g.build(y=pf.ops.exp(x)), target="c", threads=1)
-    xv = np.linspace(-1, 1, 12 * 5, dtype=np.float32).reshape(12, 5)
+    xv = np.linspace(-1, 1, 128 * 65, dtype=np.float32).reshape(128, 65)  # enough work for an OpenMP loop
     np.testing.assert_allclose(exe(xv), np.exp(xv), rtol=1e-6)
     function = exe.compiled.function
     lib = function.library
@@ -144,11 +144,11 @@ def _host_mix(A: pf.f64[W], B: pf.f64[W]):
 
 
 def test_sequential_kernel_inside_a_region_runs_on_one_thread():
-    exe = pf.compile(_host_mix, target="c", params={"W": 301, "T": 6}, fusion="none")
+    exe = pf.compile(_host_mix, target="c", params={"W": 5001, "T": 6}, fusion="none")
     text = exe.code.text
     assert "#pragma omp parallel\n" in text and "#pragma omp single" in text and "#pragma omp for" in text
     rng = np.random.default_rng(9)
-    a, b = rng.uniform(0, 1, 301), rng.uniform(0, 1, 301)
+    a, b = rng.uniform(0, 1, 5001), rng.uniform(0, 1, 5001)
     want_a, want_b = a.copy(), b.copy()
     pf.reference(_host_mix)(A=want_a, B=want_b, T=6)
     for _ in range(5):  # racing threads in the single kernel would show up as differences
@@ -177,3 +177,53 @@ def test_a_batch_of_one_never_hands_parallelism_to_a_reduction_loop():
         y = np.zeros((2, 55))
         exe(x=xv, y=y)
         np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+
+
+def test_tiny_work_runs_serially_and_the_same_program_at_size_runs_in_parallel():
+    """Starting the OpenMP team costs microseconds (milliseconds when it sleeps): a launch with fewer than
+    SERIAL_INSTANCES statement instances is a plain loop nest; the same program with more work is not."""
+    from polyfuse.schedule.mapping.kernels import SERIAL_INSTANCES
+
+    g = pf.Graph("ew2")
+    x = g.input("x", (H, W), pf.f32)
+    prog = g.build(y=pf.ops.exp(x + 1.0))
+    small = pf.compile(prog, target="c", params={"H": 8, "W": 9})
+    assert "#pragma omp" not in small.code.text
+    xv = np.linspace(-1, 1, 72, dtype=np.float32).reshape(8, 9)
+    np.testing.assert_allclose(small(xv), np.exp(xv + 1), rtol=1e-6)
+    big = {"H": 2, "W": SERIAL_INSTANCES // 2}
+    assert _omp_loops(pf.compile(prog, target="c", params=big).code.text)
+    host = pf.compile(_host_mix, target="c", params={"W": 64, "T": 1000}, fusion="none")
+    assert "#pragma omp" not in host.code.text  # 64 per launch, however many launches
+
+
+def test_workers_are_placed_one_per_cpu_and_the_caller_is_left_free():
+    """A sleeping OpenMP team must wake on CPUs of its own (see polyfuse.runtime.placement): after a call,
+    each worker thread of the team is bound to one CPU and the calling thread keeps its affinity.
+    Checked in a fresh process, where no other test has started an OpenMP team."""
+    import os
+    import subprocess
+    import sys
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    script = (
+        "import os, numpy as np, polyfuse as pf\n"
+        "H, W = pf.params('H W')\n"
+        "g = pf.Graph('ew3'); x = g.input('x', (H, W), pf.f32)\n"
+        "exe = pf.compile(g.build(y=pf.ops.exp(x)), target='c', threads=2)\n"
+        "exe(np.ones((256, 64), np.float32))\n"
+        "me = os.sched_getaffinity(0)\n"
+        "tasks = [int(t) for t in os.listdir('/proc/self/task') if int(t) != os.getpid()]\n"
+        "bound = [t for t in tasks if len(os.sched_getaffinity(t)) == 1]\n"
+        "print(len(me), len(bound))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    caller, bound = map(int, out.stdout.split())
+    assert caller == len(os.sched_getaffinity(0)) and bound >= 1
+    env["POLYFUSE_PLACE_WORKERS"] = "0"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[1] == "0"

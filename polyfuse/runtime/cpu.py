@@ -29,6 +29,7 @@ import numpy as np
 
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError, RuntimeUnavailable
+from polyfuse.runtime import placement
 from polyfuse.runtime.cache import cache_dir, cache_key, cached_artifact
 
 BASE_FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC", "-std=c99", "-fno-math-errno", "-fno-trapping-math")
@@ -130,10 +131,12 @@ class CFunction:
         self.function.restype = None
         self.function.argtypes = [_ctype(a) for a in code.signature]
         self._convert: list[Callable[[Any], Any]] = [_converter(a) for a in code.signature]
+        self.team = placement.default_team()  # OpenMP's default team size for this process
 
     def __call__(self, *values: Any) -> None:
         if len(values) != len(self._convert):
             raise TypeError(f"{self.code.entry} takes {len(self._convert)} arguments, got {len(values)}")
+        placement.place_workers(self.team)
         self.function(*(conv(v) for conv, v in zip(self._convert, values)))
 
 
@@ -142,6 +145,7 @@ def call_with_threads(function: CFunction, values: Sequence[Any], threads: int) 
     thread's setting is an OpenMP per-thread value; it is put back afterwards)."""
     lib = function.library
     previous = lib.omp_get_max_threads()
+    placement.place_workers(threads)
     lib.omp_set_num_threads(ctypes.c_int(threads))
     try:
         function(*values)

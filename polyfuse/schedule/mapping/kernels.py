@@ -35,6 +35,8 @@ from polyfuse.schedule.tiling.microtile import find_contraction, micro_tile
 from polyfuse.schedule.tiling.rowwise import row_members, rows_first
 from polyfuse.schedule.tiling.sizes import sizes_for, tile_band
 
+SERIAL_INSTANCES = 4096  # C: a kernel launch with fewer statement instances runs on one thread (Mapper._tiny)
+
 
 @dataclass(frozen=True)
 class KernelInfo:
@@ -97,7 +99,7 @@ class Mapper:
         stmts = statements_of(node)
         domain = node.get_domain()
         flat = flat_depth(node)
-        if node.get_type() == T.band and node.band_member_get_coincident(0):
+        if node.get_type() == T.band and node.band_member_get_coincident(0) and not self._tiny(node):
             n_par = _leading_parallel(node)
             micro = self._micro(node, stmts) if self.target == "c" else None
             n_rows = row_members(self.prog, node) if self.target == "c" and micro is None and self.microtiles and _auto(self.tile, stmts) else 0
@@ -131,6 +133,25 @@ class Mapper:
         kernel = Kernel(name, stmts, grid=launch[0], block=launch[1], tile_sizes=tuple(sizes))
         self.kernels.append(KernelInfo(kernel, domain, None, None, flat))
         return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
+
+    def _tiny(self, node: isl.ScheduleNode) -> bool:
+        """C: whether each launch of the kernel below ``node`` does so little work at the given sizes (fewer
+        than ``SERIAL_INSTANCES`` statement instances) that starting the OpenMP team would cost more
+        than it saves; such a kernel is left sequential. Never with unknown sizes."""
+        if self.target != "c" or self.params is None:
+            return False
+        fixed = self._param_values()
+        total = 0
+        sets: list[isl.Set] = []
+        node.get_domain().intersect_params(fixed).foreach_set(sets.append)
+        for s in sets:
+            volume = _box_volume(s)
+            if volume is None:
+                return False
+            total += volume
+        hosts = _box_volume(isl.Set.from_union_set(node.get_prefix_schedule_union_map().intersect_params(fixed).range())) \
+            if node.get_schedule_depth() else 1
+        return hosts is not None and total < SERIAL_INSTANCES * max(hosts, 1)
 
     def _enough_parallel_tiles(self, node: isl.ScheduleNode, sizes: tuple[int, ...], n_par: int) -> tuple[int, ...]:
         """C: ``sizes`` with the tiles of the first two parallel members halved until their tile loops give
@@ -204,6 +225,19 @@ class Mapper:
             if self.params is not None and p in self.params:
                 fixed = fixed.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(ctx.get_ctx(), int(self.params[p])))
         return fixed & ctx
+
+
+def _box_volume(s: isl.Set) -> int | None:
+    """The number of points of ``s``'s bounding box (its parameters fixed); ``None`` when unbounded."""
+    if s.is_empty():
+        return 0
+    volume = 1
+    for k in range(s.dim(isl.dim_type.set)):
+        lo, hi = s.dim_min_val(k), s.dim_max_val(k)
+        if not (lo.is_int() and hi.is_int()):
+            return None
+        volume *= int(hi.to_python()) - int(lo.to_python()) + 1
+    return volume
 
 
 def _auto(tile, statements) -> bool:
