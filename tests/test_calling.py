@@ -33,6 +33,23 @@ def test_positional_and_allocated_output(add):
     assert add(a, C=c2) is c2 and add(A=a, C=c2) is c2
 
 
+def test_a_prepared_call_reruns_on_the_arrays_it_was_bound_to(add):
+    a = rand(6, 4)
+    c = np.zeros_like(a)
+    run = add.prepare(a, C=c)
+    assert isinstance(run, pf.PreparedCall) and run() is c
+    np.testing.assert_allclose(c, expected_add(a), rtol=1e-6)
+    a[:] = 2.0  # the same memory, new values: the next run reads them
+    run()
+    np.testing.assert_allclose(c, expected_add(a), rtol=1e-6)
+    allocated = add.prepare(a)()  # an output not passed is allocated once, at prepare()
+    np.testing.assert_allclose(allocated, expected_add(a), rtol=1e-6)
+    with pytest.raises(pf.ShapeError):
+        add.prepare(a, C=np.zeros((4, 6), np.float32))  # checked once, when bound
+    threaded = pf.compile(add_exp, target="c", threads=1).prepare(a, C=np.zeros_like(a))
+    np.testing.assert_allclose(threaded(), expected_add(a), rtol=1e-6)
+
+
 def test_new_shapes_are_inferred_again(add):
     for shape in [(3, 5), (6, 4), (3, 5)]:
         a = rand(*shape)

@@ -139,18 +139,32 @@ class CFunction:
         placement.place_workers(self.team)
         self.function(*(conv(v) for conv, v in zip(self._convert, values)))
 
+    def bound(self, values: Sequence[Any], threads: int | None = None) -> Callable[[], None]:
+        """A call of this function with ``values`` converted once: calling it costs one ctypes call, the
+        Python work of :meth:`__call__` done ahead (``threads`` as in :func:`call_with_threads`)."""
+        if len(values) != len(self._convert):
+            raise TypeError(f"{self.code.entry} takes {len(self._convert)} arguments, got {len(values)}")
+        converted = [t(conv(v)) for t, conv, v in zip(self.function.argtypes, self._convert, values)]
+        function = self.function
+        placement.place_workers(threads or self.team)
+        if threads:
+            return lambda: call_with_threads(self, values, threads)
+        return lambda: function(*converted)
+
 
 def call_with_threads(function: CFunction, values: Sequence[Any], threads: int) -> None:
     """Call ``function`` with OpenMP's thread count set to ``threads`` for this call only (the calling
-    thread's setting is an OpenMP per-thread value; it is put back afterwards)."""
-    lib = function.library
-    previous = lib.omp_get_max_threads()
+    thread's setting is an OpenMP per-thread value; it is put back afterwards). The count is set through
+    the placement library, which always links the OpenMP runtime (a kernel library with no parallel loop
+    does not), and the runtime is one per process."""
+    omp = placement.openmp()
+    previous = omp.omp_get_max_threads()
     placement.place_workers(threads)
-    lib.omp_set_num_threads(ctypes.c_int(threads))
+    omp.omp_set_num_threads(ctypes.c_int(threads))
     try:
         function(*values)
     finally:
-        lib.omp_set_num_threads(ctypes.c_int(previous))
+        omp.omp_set_num_threads(ctypes.c_int(previous))
 
 
 def _ctype(arg: Argument) -> Any:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from functools import lru_cache
 
 PLACEMENT_SOURCE = r"""
 #define _GNU_SOURCE
@@ -64,8 +65,10 @@ _placed: dict[int, int] = {}  # calling thread's id -> largest team size placed 
 _library: ctypes.CDLL | None = None
 
 
+@lru_cache(maxsize=None)
 def enabled() -> bool:
-    """Whether polyfuse places the workers (not when the user placed threads through OpenMP or opted out)."""
+    """Whether polyfuse places the workers (not when the user placed threads through OpenMP or opted out;
+    read once per process, like OpenMP reads its own variables)."""
     if os.environ.get("POLYFUSE_PLACE_WORKERS", "1").strip() in ("0", "false", "no", "off"):
         return False
     return not any(os.environ.get(v) for v in _USER_PLACEMENT)
@@ -73,10 +76,8 @@ def enabled() -> bool:
 
 def place_workers(threads: int) -> None:
     """Bind the workers of the calling thread's OpenMP team of ``threads`` threads, once per team size."""
-    if threads < 2 or not enabled():
-        return
     me = threading.get_ident()
-    if _placed.get(me, 0) >= threads:
+    if threads < 2 or _placed.get(me, 0) >= threads or not enabled():
         return
     _load().polyfuse_place_workers(ctypes.c_int(threads))
     _placed[me] = max(threads, _placed.get(me, 0))
@@ -85,6 +86,11 @@ def place_workers(threads: int) -> None:
 def default_team() -> int:
     """OpenMP's team size for a parallel region started now by the calling thread (``omp_get_max_threads``)."""
     return int(_load().polyfuse_max_threads())
+
+
+def openmp() -> ctypes.CDLL:
+    """A library linked with the process's OpenMP runtime, for calling ``omp_*`` functions through it."""
+    return _load()
 
 
 def _load() -> ctypes.CDLL:
