@@ -66,7 +66,7 @@ def test_malformed_options_exit_2(capsys, argv):
 
 def test_per_statement_tiles_reach_the_schedule(capsys):
     status, out, _ = run_cli(capsys, "schedule", f"{KERNELS}::add_exp", "--fusion", "none", "--tile", "S0:4,8", "--tile", "S1:2,16",
-                             "--size", "N=32,M=32")
+                             "--size", "N=64,M=128")
     assert status == 0
     assert "kernel0: S0  (parallel depth 1; tiles 4x8" in out and "kernel1: S1  (parallel depth 1; tiles 2x16" in out, out
 

@@ -189,6 +189,7 @@ def test_tiny_work_runs_serially_and_the_same_program_at_size_runs_in_parallel()
     prog = g.build(y=pf.ops.exp(x + 1.0))
     small = pf.compile(prog, target="c", params={"H": 8, "W": 9})
     assert "#pragma omp" not in small.code.text
+    assert "144 statement instances per launch" in small.schedule.explain()  # two statements, 72 each
     xv = np.linspace(-1, 1, 72, dtype=np.float32).reshape(8, 9)
     np.testing.assert_allclose(small(xv), np.exp(xv + 1), rtol=1e-6)
     big = {"H": 2, "W": SERIAL_INSTANCES // 2}

@@ -76,6 +76,7 @@ class Kernel:
     shared_bytes: int = 0
     parallel_depth: int = 0
     tile_sizes: tuple[int, ...] = ()  # sizes of the kernel's tile loops (outermost first); () = untiled
+    serial: str = ""  # why a kernel with a parallel loop runs on one thread anyway ("" when it does not)
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,8 @@ class Schedule:
     def _sequential_reason(self, kernel: Kernel) -> str:
         """Why a kernel has no parallel loop: a dependence among its statements that its outermost loop
         carries in the source order (the outermost carried one, flow first)."""
+        if kernel.serial:
+            return kernel.serial
         if any(FELL_BACK_SEQUENTIAL in n for n in self.notes):
             return "isl's operation budget ran out (see the note below), so the program runs as written, on one thread"
         inside = set(kernel.statements)

@@ -99,7 +99,10 @@ class Mapper:
         stmts = statements_of(node)
         domain = node.get_domain()
         flat = flat_depth(node)
-        if node.get_type() == T.band and node.band_member_get_coincident(0) and not self._tiny(node):
+        work = self._work_per_launch(node) if node.get_type() == T.band and node.band_member_get_coincident(0) else None
+        serial = (f"{work} statement instances per launch at these sizes, fewer than {SERIAL_INSTANCES}: starting "
+                  "the OpenMP team would cost more than it saves") if work is not None and work < SERIAL_INSTANCES else ""
+        if node.get_type() == T.band and node.band_member_get_coincident(0) and not serial:
             n_par = _leading_parallel(node)
             micro = self._micro(node, stmts) if self.target == "c" else None
             n_rows = row_members(self.prog, node) if self.target == "c" and micro is None and self.microtiles and _auto(self.tile, stmts) else 0
@@ -130,16 +133,16 @@ class Mapper:
         if self.target == "c" and node.get_type() == T.band and node.band_get_permutable():
             sizes = sizes_for(self.tile, "c", stmts, node.band_n_member(), 0)
             node = tile_band(node, sizes)
-        kernel = Kernel(name, stmts, grid=launch[0], block=launch[1], tile_sizes=tuple(sizes))
+        kernel = Kernel(name, stmts, grid=launch[0], block=launch[1], tile_sizes=tuple(sizes), serial=serial)
         self.kernels.append(KernelInfo(kernel, domain, None, None, flat))
         return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
 
-    def _tiny(self, node: isl.ScheduleNode) -> bool:
-        """C: whether each launch of the kernel below ``node`` does so little work at the given sizes (fewer
-        than ``SERIAL_INSTANCES`` statement instances) that starting the OpenMP team would cost more
-        than it saves; such a kernel is left sequential. Never with unknown sizes."""
+    def _work_per_launch(self, node: isl.ScheduleNode) -> int | None:
+        """C: the statement instances of one launch of the kernel below ``node`` at the given sizes (an
+        upper bound: bounding boxes); ``None`` with unknown sizes or for CUDA. A launch with fewer than
+        ``SERIAL_INSTANCES`` is left sequential: starting the OpenMP team would cost more than it saves."""
         if self.target != "c" or self.params is None:
-            return False
+            return None
         fixed = self._param_values()
         total = 0
         sets: list[isl.Set] = []
@@ -147,11 +150,11 @@ class Mapper:
         for s in sets:
             volume = _box_volume(s)
             if volume is None:
-                return False
+                return None
             total += volume
         hosts = _box_volume(isl.Set.from_union_set(node.get_prefix_schedule_union_map().intersect_params(fixed).range())) \
             if node.get_schedule_depth() else 1
-        return hosts is not None and total < SERIAL_INSTANCES * max(hosts, 1)
+        return None if hosts is None else total // max(hosts, 1)
 
     def _enough_parallel_tiles(self, node: isl.ScheduleNode, sizes: tuple[int, ...], n_par: int) -> tuple[int, ...]:
         """C: ``sizes`` with the tiles of the first two parallel members halved until their tile loops give
