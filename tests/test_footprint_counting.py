@@ -40,14 +40,52 @@ def test_count_points_equals_isl_scan(text):
 
 
 def test_large_sets_are_sliced_and_runs_of_slices_bisected(monkeypatch):
-    """The skewed footprint and the triangle are too large to scan: their slices are summed by runs."""
+    """The skewed footprint and the triangle are too large to scan: without the chambers' exact sums
+    (``cost/chambers.py``), their slices are summed by runs."""
     runs = []
     real = footprint._sum_slices
     monkeypatch.setattr(footprint, "_sum_slices", lambda *a: runs.append(a[1:3]) or real(*a))
+    monkeypatch.setattr(footprint, "sum_over_chambers", lambda *a: None)
     for text in (SETS[2], SETS[4]):
         s = isl.Set(text)
         assert footprint.count_points(s) == int(s.count_val().to_python())
     assert runs
+
+
+@pytest.mark.parametrize("text", [
+    SETS[2], SETS[4],
+    # cholesky's read footprint at n = 1024 once its tile indices are dropped: quadratic slice counts
+    "{ [k, i, j] : 0 <= k and i <= 1023 and k < j < i }",
+    # vertices at t/2 and t/3: slice counts periodic with period 6
+    "{ [t, x, y] : 0 <= t <= 3000 and x >= 0 and y >= 0 and 2x + 3y <= t }",
+    # a vertex at t/2 though every coefficient is 1
+    "{ [t, x, y] : 0 <= t <= 3000 and 0 <= x and 0 <= y and x + y <= t and x <= y and y <= 1200 }",
+])
+def test_chambers_sum_slices_exactly(text):
+    """Polytopes sliced along dimension 0: the chambers' polynomials (a few slices each) give isl's count."""
+    chambers = importlib.import_module("polyfuse.cost.chambers")
+    s = isl.Set(text)
+    lo, hi = int(s.dim_min_val(0).to_python()), int(s.dim_max_val(0).to_python())
+    slices = []
+
+    def at(v):
+        slices.append(v)
+        return int(s.fix_val(isl.dim_type.set, 0, isl.Val.int_from_si(s.get_ctx(), v)).project_out(isl.dim_type.set, 0, 1)
+                   .count_val().to_python())
+
+    assert chambers.sum_over_chambers(s, lo, hi, at) == int(s.count_val().to_python())
+    if hi - lo > 1000:
+        assert len(slices) < (hi - lo + 1) / 4
+
+
+def test_determined_dimensions_are_dropped_before_counting():
+    """A tile index the element determines (``i1 = floor(o0 / 32)``) is projected out; one that several
+    tiles share is kept."""
+    s = isl.Set("{ [i0, i1, o0] : 0 <= i0 < 1024 and 32i1 <= o0 <= 31 + 32i1 and i0 < o0 < 1024 }")
+    assert footprint._without_determined_dims(s).dim(isl.dim_type.set) == 2
+    shared = isl.Set("{ [i1, o0] : 0 <= i1 < 32 and 0 <= o0 <= 30 + 32i1 }")
+    assert footprint._without_determined_dims(shared) is None
+    assert footprint.count_points(s) == int(s.count_val().to_python())
 
 
 def test_a_count_periodic_in_the_tile_index_is_not_taken_for_a_constant():

@@ -18,8 +18,9 @@ Definitions (the whole model; ``traffic.py`` sums what this module counts):
   points of the relation ``{ t -> e }``; partial (boundary) tiles count only the elements they touch.
 
 Counting is exact: :func:`count_points` uses isl's point scan (``isl_set_count_val``) on the relation,
-and, when the scan would visit too many rows, slices the leading (tile) dimension and counts the first,
-last and interior slices separately (see its docstring for the one assumption this makes).
+and, when the scan would visit too many rows, drops the dimensions the others determine, sums polytopes
+over their chambers (``chambers.py``), or slices the leading (tile) dimension and counts the first, last
+and interior slices separately (see its docstring for the one assumption this last way makes).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from polyfuse.cost.chambers import sum_over_chambers
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import member_map
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
@@ -91,8 +93,12 @@ def count_points(s: isl.Set) -> int:
 
     A set whose dimensions fall into groups that no constraint links (a tile index and the array index it
     bounds; a box) is the product of its groups' counts (:func:`_count_factored`). Otherwise small sets
-    are scanned by isl (``count_val``: every dimension but the last is enumerated), and larger ones are
-    sliced along dimension 0 (``[lo, hi]``). The count of slice ``t`` is a quasi-polynomial in ``t``: a
+    are scanned by isl (``count_val``: every dimension but the last is enumerated). Larger ones first lose
+    the dimensions the others determine (:func:`_without_determined_dims`: a tile index given by the element
+    it covers) and are split into disjoint basic sets (:func:`_disjoint_pieces`); a polytope left is summed
+    slice by slice along dimension 0 over its chambers (``chambers.py``: exact, a few slices per chamber).
+    Otherwise (integer divisions, too many chambers) it is sliced along dimension 0 (``[lo, hi]``) as
+    follows. The count of slice ``t`` is a quasi-polynomial in ``t``: a
     polynomial on each residue class of ``t`` modulo a period that divides the least common multiple
     ``P`` of the other dimensions' coefficients and of the integer divisions' (:func:`_period`; 1 for a
     tile footprint ``32t <= e < 32t + 32``, 3 for the multiples of 3 it holds). The interior slices of
@@ -113,12 +119,22 @@ def count_points(s: isl.Set) -> int:
         return product
     if _rows(s, SCAN_ROWS) <= SCAN_ROWS:
         return int(s.count_val().to_python())
+    fewer = _without_determined_dims(s)
+    if fewer is not None:
+        return count_points(fewer)
+    pieces = _disjoint_pieces(s)
+    if pieces is not None:
+        return sum(count_points(piece) for piece in pieces)
     lo, hi = _bounds(s, 0)
     ctx = s.get_ctx()
 
     def at(v: int) -> int:
         return count_points(s.fix_val(isl.dim_type.set, 0, isl.Val.int_from_si(ctx, v)).project_out(isl.dim_type.set, 0, 1))
 
+    if hi - lo + 1 > 8:
+        exact = sum_over_chambers(s, lo, hi, at)
+        if exact is not None:
+            return exact
     period = _period(s)
     if hi - lo + 1 <= 8 or period > MAX_PERIOD:
         return sum(at(v) for v in range(lo, hi + 1))
@@ -134,6 +150,33 @@ def count_points(s: isl.Set) -> int:
 
         total += _sum_slices(term, 0, n - 1, term(0), term(n - 1))
     return total
+
+
+def _without_determined_dims(s: isl.Set) -> isl.Set | None:
+    """``s`` with every dimension that the others determine projected out (a tile index given by the
+    element it covers, ``t = floor(e / 32)``; an element index equal to an iterator), or ``None`` when no
+    dimension is determined. Exact: a dimension is dropped only where the map from the other dimensions to
+    it is single-valued, so the projection has exactly as many points; and it leaves fewer dimensions to
+    scan or slice (cholesky's footprint at 1024: 20 s sliced, 0.4 s after dropping its two tile indices)."""
+    flat = s.flatten() if s.is_wrapping() else s
+    dropped = False
+    k = flat.dim(isl.dim_type.set) - 1
+    while k >= 0 and flat.dim(isl.dim_type.set) > 1:
+        if isl.Map.from_domain(flat).move_dims(isl.dim_type.out, 0, isl.dim_type.in_, k, 1).is_single_valued():
+            flat, dropped = flat.project_out(isl.dim_type.set, k, 1), True
+        k -= 1
+    return flat if dropped else None
+
+
+def _disjoint_pieces(s: isl.Set) -> list[isl.Set] | None:
+    """The basic sets of ``s`` made disjoint, each as a set, when there are several (their counts add up,
+    and each may lose dimensions the union does not determine: a footprint's ``A[o0, i0]`` part), else
+    ``None``."""
+    flat = s.flatten() if s.is_wrapping() else s
+    if flat.n_basic_set() <= 1:
+        return None
+    pieces = flat.make_disjoint().get_basic_sets()
+    return [isl.Set.from_basic_set(p) for p in pieces] if len(pieces) > 1 else None
 
 
 def _period(s: isl.Set) -> int:
