@@ -21,12 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import islpy as isl
+import numpy as np
 
 from polyfuse.codegen.ast import expr_ids, statement_call
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
 from polyfuse.schedule.tiling.microtile import MR, NR_VECTORS, Coefficients, MicroTile, access_coefficients
 
 INDENT = "    "
+ROW_PACK_BYTES = 128 * 1024  # the largest row-operand block packed on the stack (Mc x Kc elements)
 Op = isl.ast_expr_op_type
 
 VECTOR_HELPERS = """
@@ -169,13 +171,15 @@ class _Kernel:
         self.vtype = f"pf_v{self.t.name}"
         self.vl = f"PF_VL_{self.t.name}"
         self.packed: dict[int, str] = {}  # vector operands packed for the current lane strip
+        self.row_packed: dict[int, str] = {}  # row operands packed for the whole block (by access)
 
     def lines(self, d: int) -> list[str]:
         """Lanes outermost (a ``k x NR`` panel of the lane operand stays in L1 while the row groups pass),
         then row groups of ``MR``, then the remainders: one row at a time, one lane at a time."""
         i, j = self.rows.name, f"{self.lane.name}_"
         width = f"{NR_VECTORS} * {self.vl}"
-        out = [_pad(d, f"int64_t {j} = {self.lane.init};"),
+        out = [*self._pack_rows(d, i),
+               _pad(d, f"int64_t {j} = {self.lane.init};"),
                _pad(d, f"for (; {j} + {width} - 1 <= {self.lane.last}; {j} += {width}) {{"),
                *self._pack(d + 1, j),
                *self._rows(d + 1, i, j, NR_VECTORS),
@@ -208,6 +212,38 @@ class _Kernel:
                 lines.append(_pad(d + 1, f"{name}[({k} - {lo}) * {NR_VECTORS} + {v}] = pf_vload_{self.t.name}(&{self._access(n, env)});"))
             lines.append(_pad(d, "}"))
         return lines
+
+    def _pack_rows(self, d: int, i: str) -> list[str]:
+        """Copy each row operand (moving with the row and with ``k``, not with the lane: ``A[i][k]`` of a
+        matmul) into a contiguous, aligned block once per cache tile, laid out group by group of ``MR``
+        rows as ``[k][MR]``: a register tile then reads one sequential stream instead of ``MR`` rows a
+        matrix row apart (operand packing). Full groups only; remainder rows read the array."""
+        self.row_packed = {}
+        info = self.info
+        if not (info.k_tile and info.m_tile) or info.k_tile * info.m_tile * np.dtype(self.t.numpy).itemsize > ROW_PACK_BYTES:
+            return []
+        k, lo = self.red.name, self.red.init
+        lines: list[str] = []
+        for n in range(len(self.stmt.accesses)):
+            if n == self.stmt.target:
+                continue
+            row_dep, lane_dep = self._depends(n)
+            if not row_dep or lane_dep or not any(c[0][self._dim(info.reduction)] for c in self.coeffs[n]):
+                continue
+            name = self.row_packed[n] = f"rpack{n}"
+            env = dict(self.loop_of)
+            lines += [_pad(d, f"{self.ctype} {name}[{info.m_tile} * {info.k_tile}] __attribute__((aligned(64)));"),
+                      _pad(d, f"for (int64_t {i} = {self.rows.init}; {i} + {MR - 1} <= {self.rows.last}; {i} += {MR}) {{"),
+                      _pad(d + 1, f"for (int64_t {k} = {lo}; {k} <= {self.red.last}; {k} += 1) {{")]
+            for r in range(MR):
+                env[info.rows] = f"({i} + {r})" if r else i
+                lines.append(_pad(d + 2, f"{name}[{self._row_slot(i, r)}] = {self._access(n, env)};"))
+            lines += [_pad(d + 1, "}"), _pad(d, "}")]
+        return lines
+
+    def _row_slot(self, i: str, r: int) -> str:
+        """Where row ``i + r`` (``i`` the first row of its group) and the current ``k`` sit in a row pack."""
+        return f"({i} - {self.rows.init}) * {self.info.k_tile} + ({self.red.name} - {self.red.init}) * {MR} + {r}"
 
     def _rows(self, d: int, i: str, j: str, n_vec: int) -> list[str]:
         return [
@@ -260,6 +296,9 @@ class _Kernel:
                     shared[(n, r, v)] = name
                     if vec and n in self.packed:
                         value = f"{self.packed[n]}[({k} - {self.red.init}) * {NR_VECTORS} + {v}]"
+                    elif n in self.row_packed and n_rows == MR:
+                        packed = f"{self.row_packed[n]}[{self._row_slot(row, r)}]"
+                        value = f"pf_vset_{self.t.name}({packed})" if vec else packed
                     elif vec and lane_dep:
                         value = f"pf_vload_{self.t.name}({address(n, r, v)})"
                     elif vec:

@@ -67,6 +67,7 @@ class MicroTile:
     lane: str
     reduction: str
     k_tile: int = 0  # the reduction's cache tile: at most this many k per panel (0: unknown, no packing)
+    m_tile: int = 0  # the rows' cache tile: at most this many rows per block (0: unknown, no row packing)
 
     def __str__(self) -> str:
         return f"microtile({self.statement}: rows {self.rows}, lane {self.lane}, reduction {self.reduction})"
@@ -265,7 +266,7 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     with isl_options(tile_scale_tile_loops=0, tile_shift_point_loops=0):
         node = node.band_tile(isl.MultiVal.from_val_list(node.band_get_space(), vals))
     names = stmt.iterators
-    mark = MicroTile(stmt.name, names[dims[found.rows]], names[dims[found.lane]], names[dims[found.reduction]], sizes[-1])
+    mark = MicroTile(stmt.name, names[dims[found.rows]], names[dims[found.lane]], names[dims[found.reduction]], sizes[-1], sizes[-3])
     return node.child(0).insert_mark(isl.Id(MICROTILE_MARK, user=mark)).parent(), sizes
 
 
