@@ -145,12 +145,15 @@ class DepView:
         self.temps = temps if privatize else frozenset()
         self._unions: dict[tuple, isl.UnionMap] = {}  # union() results: asked again for every band member
 
-    def union(self, kinds, arrays=None, exclude=()) -> isl.UnionMap:
-        key = (frozenset(kinds), None if arrays is None else frozenset(arrays), frozenset(exclude))
+    def union(self, kinds, arrays=None, exclude=(), among: frozenset[str] | None = None) -> isl.UnionMap:
+        """The union of the dependences of ``kinds`` (on ``arrays``, default all, but not on ``exclude``;
+        between two statements of ``among``, default all)."""
+        key = (frozenset(kinds), None if arrays is None else frozenset(arrays), frozenset(exclude), among)
         if key not in self._unions:
             out = isl.UnionMap.empty(self.space)
             for d in self.deps:
-                if d.kind in kinds and (arrays is None or d.array in arrays) and d.array not in exclude:
+                if (d.kind in kinds and (arrays is None or d.array in arrays) and d.array not in exclude
+                        and (among is None or (d.source in among and d.sink in among))):
                     out = out.union(isl.UnionMap.from_map(d.relation))
             self._unions[key] = out
         return self._unions[key]
@@ -171,11 +174,14 @@ class DepView:
         Only the temporaries with an anti or output dependence between two statements under the prefix
         are asked about: the dependences of the others never link two instances of the band (the callers
         keep only those), so whether they are privatised changes nothing, and the question is costly."""
-        names: set[str] = set()
-        prefix_full.domain().foreach_set(lambda st: names.add(st.get_tuple_name()))
+        found: set[str] = set()
+        prefix_full.domain().foreach_set(lambda st: found.add(st.get_tuple_name()))
+        names = frozenset(found)
         here = frozenset(d.array for d in self.deps if d.kind != "flow" and d.source in names and d.sink in names)
         free = self.privatizable(prefix_full, here)
-        return self.union(("flow",)).union(self.union(("anti", "output"), exclude=free))
+        # (only the dependences between two statements under the prefix: the callers keep no other, and
+        # leaving the rest out of the union spares isl their intersections, band member after member)
+        return self.union(("flow",), among=names).union(self.union(("anti", "output"), exclude=free, among=names))
 
 
 def annotate(node: isl.ScheduleNode, view: DepView) -> isl.ScheduleNode:

@@ -108,10 +108,26 @@ class IslBudget:
 
     operations: int | None = DEFAULT_ISL_BUDGET
     notes: list[str] = field(default_factory=list)
+    _solved: dict[tuple, isl.Schedule | NoIslSchedule] = field(default_factory=dict, repr=False)
 
     def compute(self, sc: isl.ScheduleConstraints, options: dict[str, int]) -> isl.Schedule:
         """``sc.compute_schedule()`` under ``options`` and the budget; raises :class:`BudgetExhausted` or
-        :class:`SchedulerFailed`."""
+        :class:`SchedulerFailed`. Each problem is solved once per budget (one ``pf.schedule`` call): the
+        variants often pose the same constraints under different names (``"smart"``'s whole-component
+        candidate with and without relaxed temporaries when there is nothing to relax: a third of
+        deriche's scheduler time)."""
+        key = (sc.to_str(), tuple(sorted(options.items())), self.operations)
+        if key not in self._solved:
+            try:
+                self._solved[key] = self._compute(sc, options)
+            except NoIslSchedule as e:
+                self._solved[key] = e
+        found = self._solved[key]
+        if isinstance(found, NoIslSchedule):
+            raise type(found)(*found.args)
+        return found
+
+    def _compute(self, sc: isl.ScheduleConstraints, options: dict[str, int]) -> isl.Schedule:
         ctx = isl.DEFAULT_CONTEXT
         saved = ctx.get_max_operations()
         ctx.set_max_operations(self.operations or 0)
