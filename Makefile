@@ -56,6 +56,14 @@ bench: $(BENCH_STAMP)
 bench-quick: $(BENCH_STAMP)
 	$(BENCH_RUN) --quick
 
+# Compile time per kernel and stage, source -> C and source -> loaded library, next to clang-16 -mllvm -polly
+# where it is installed (benchmarks/compile_time.py; a few minutes). Results go to $$XDG_CACHE_HOME/polyfuse/bench
+# unless BENCH_OUT names a folder; COMPILE_ARGS passes more options (e.g. COMPILE_ARGS="--only deriche --repeat 5").
+.PHONY: bench-compile
+COMPILE_ARGS ?=
+bench-compile: $(STAMP)
+	$(PY) -m benchmarks.compile_time $(if $(BENCH_OUT),--out $(BENCH_OUT)) $(COMPILE_ARGS)
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
