@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: all venv demo test pytest lint fuzz bench bench-quick clean
+.PHONY: all venv demo test pytest lint fuzz bench bench-quick bench-polybench clean
 
 all: test
 
@@ -55,6 +55,13 @@ bench: $(BENCH_STAMP)
 
 bench-quick: $(BENCH_STAMP)
 	$(BENCH_RUN) --quick
+
+# PolyBench-style kernels at MEDIUM and LARGE, 1 and 2 threads, against gcc -O3, Polly (clang-16) and Pluto
+# (polycc, found through $$POLYCC or the PATH); peers not installed are skipped. About an hour on 2 cores.
+# PB_ARGS passes more options (e.g. PB_ARGS="--sizes MEDIUM --only gemm,lu --threads 2").
+PB_ARGS ?=
+bench-polybench: $(STAMP)
+	$(PY) -m benchmarks polybench $(if $(BENCH_OUT),--out $(BENCH_OUT)) $(PB_ARGS)
 
 # Compile time per kernel and stage, source -> C and source -> loaded library, next to clang-16 -mllvm -polly
 # where it is installed (benchmarks/compile_time.py; a few minutes). Results go to $$XDG_CACHE_HOME/polyfuse/bench

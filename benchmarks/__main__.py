@@ -38,6 +38,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, default=2, help="threads for every implementation (default: 2)")
     run.add_argument("--fusion", default="smart", help="polyfuse's fusion policy (default: smart)")
     run.add_argument("--keep-env", action="store_true", help="use this process's environment as it is")
+    pb = sub.add_parser("polybench", help="PolyBench-style kernels against gcc -O3, Polly and Pluto (benchmarks/polybench.py)")
+    pb.add_argument("--sizes", default="MEDIUM,LARGE", help="PolyBench datasets among MINI,SMALL,MEDIUM,LARGE (default: MEDIUM,LARGE)")
+    pb.add_argument("--threads", default="1,2", help="comma-separated thread counts (default: 1,2)")
+    pb.add_argument("--out", type=Path, help="results folder (default: $XDG_CACHE_HOME/polyfuse/bench)")
+    pb.add_argument("--only", help="comma-separated kernels (default: all of tests/kernels)")
+    pb.add_argument("--impls", help="comma-separated among gcc,polly,polly-par,pluto,polyfuse (default: all; gcc is the reference)")
+    pb.add_argument("--rounds", type=int, help="exactly this many rounds per kernel, size and thread count")
+    pb.add_argument("--idle-ms", type=float, default=100.0, help="idle pause before each cold call (default: 100)")
+    pb.add_argument("--keep-env", action="store_true", help="use this process's environment as it is")
     return parser
 
 
@@ -63,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     status = 0
+    if args.command == "polybench":
+        return _polybench(args, argv)
     if args.target in ("c", "all"):
         if not args.keep_env:
             _reexec_with_bench_environment(argv, args.threads)
@@ -80,6 +91,21 @@ def main(argv: list[str] | None = None) -> int:
 
         dnn_cuda.run(quick=args.quick, out=args.out)
     return status
+
+
+def _polybench(args: argparse.Namespace, argv: list[str]) -> int:
+    threads = [int(t) for t in _split(args.threads) or ["1", "2"]]
+    if not args.keep_env:
+        _reexec_with_bench_environment(argv, max(threads))
+    from benchmarks import polybench  # noqa: PLC0415 (after the environment is settled)
+
+    settings = polybench.Settings(idle_s=args.idle_ms / 1e3, rounds=args.rounds)
+    impls = _split(args.impls) or list(polybench.IMPLS)
+    if "gcc" not in impls:
+        impls.insert(0, "gcc")  # the reference every result is checked against
+    results = polybench.run(sizes=[s.upper() for s in _split(args.sizes) or ["MEDIUM", "LARGE"]], threads=threads,
+                            out=args.out, only=_split(args.only), impls=impls, settings=settings)
+    return 1 if any("polyfuse" in r["skipped"] for r in results["rows"]) else 0
 
 
 if __name__ == "__main__":

@@ -202,18 +202,20 @@ void copy(char *dst, const char *src, size_t n, int threads) {
 """
 
 
-def build_shared(source: str, name: str, cache: Path, flags: Sequence[str] = ("-O3", "-march=native", "-fopenmp")) -> Path:
-    """``source`` compiled by gcc into ``cache/name.so`` (rebuilt when the source or flags change)."""
+def build_shared(source: str, name: str, cache: Path, flags: Sequence[str] = ("-O3", "-march=native", "-fopenmp"),
+                 compiler: str = "gcc") -> Path:
+    """``source`` compiled by ``compiler`` (gcc unless told) into ``cache/name.so`` (rebuilt when the source,
+    flags or compiler change)."""
     cache.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha256("\0".join((source, *flags)).encode()).hexdigest()[:12]
+    key = hashlib.sha256("\0".join((source, *flags, *(() if compiler == "gcc" else (compiler,)))).encode()).hexdigest()[:12]
     lib = cache / f"{name}-{key}.so"
     if not lib.exists():
         src = cache / f"{name}-{key}.c"
         src.write_text(source)
-        cmd = ["gcc", *flags, "-shared", "-fPIC", "-o", str(lib), str(src)]
+        cmd = [compiler, *flags, "-shared", "-fPIC", "-o", str(lib), str(src)]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise RuntimeError(f"gcc failed on {src}: {done.stderr.strip()[:500]}")
+            raise RuntimeError(f"{compiler} failed on {src}: {done.stderr.strip()[:500]}")
     return lib
 
 

@@ -216,12 +216,15 @@ def c_signature(source: str, function: str) -> list[tuple[str, str]]:
 
 
 def c_function(path: Path, function: str, defines: Mapping[str, str], args: Mapping[str, Any], sizes: Mapping[str, int],
-               cache: Path) -> Callable[[], None]:
+               cache: Path, compiler: str = "gcc", flags: Sequence[str] = GCC_FLAGS, source: str | None = None,
+               tag: str = "pb") -> Callable[[], None]:
     """The original C ``function`` built by gcc with ``GCC_FLAGS`` and ``defines``, bound to ``args`` (arrays
-    by pointer, scalars as the source's DATA_TYPE) and ``sizes``: a no-argument call."""
-    source = path.read_text()
-    flags = (*GCC_FLAGS, *(f"-D{k}={v}" for k, v in sorted(defines.items())))
-    lib = ctypes.CDLL(str(build_shared(source, f"pb_{function}", cache, flags)))
+    by pointer, scalars as the source's DATA_TYPE) and ``sizes``: a no-argument call. ``compiler``, ``flags``
+    and ``source`` (instead of the file's text, e.g. a polyhedral compiler's output) build it otherwise;
+    ``tag`` prefixes the library's name in ``cache``."""
+    source = path.read_text() if source is None else source
+    flags = (*flags, *(f"-D{k}={v}" for k, v in sorted(defines.items())))
+    lib = ctypes.CDLL(str(build_shared(source, f"{tag}_{function}", cache, flags, compiler)))
     real = ctypes.c_float if re.search(r"#define\s+DATA_TYPE\s+float\b", source) else ctypes.c_double
     values: list[Any] = []
     types: list[Any] = []
