@@ -53,7 +53,8 @@ def test_matmul_gets_a_register_tile_with_its_initialisation_hoisted():
 
 
 @pytest.mark.parametrize("sizes", [(1, 1, 1), (7, 37, 129), (129, 7, 37), (37, 129, 7), (61, 300, 50),
-                                   (203, 517, 37)])  # several row and k cache tiles, the last ones partial
+                                   (203, 517, 37),  # several row and k cache tiles, the last ones partial
+                                   (13, 29, 61)])  # every remainder: MR/2 rows, one row; a vector, half one, lanes
 @pytest.mark.parametrize("dtype", [pf.f32, pf.f64])
 def test_matmul_remainders_match_numpy(sizes, dtype):
     m, k, n = sizes
@@ -162,7 +163,8 @@ def test_conv2d_matches_numpy(padding, stride):
     sizes: dict[str, int] = {}
     sched = pf.schedule(prog, target="c", params=sizes)
     if stride == 1:  # the output row is the lane: contiguous in the (padded) input too
-        assert _marks(sched)
+        (mark,) = _marks(sched)
+        assert len(mark.inner) == 2  # the 3 x 3 window runs inside the register tile, around the channels
     rng = np.random.default_rng(padding)
     xv = rng.uniform(-1, 1, (2, 5, 9, 37)).astype(np.float32)
     wv = rng.uniform(-1, 1, (13, 5, 3, 3)).astype(np.float32)
@@ -170,3 +172,20 @@ def test_conv2d_matches_numpy(padding, stride):
     y = np.zeros(want.shape, np.float32)
     pf.compile(prog, target="c", params=sizes)(x=xv, w=wv, y=y)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_long_channel_reduction_keeps_the_window_outside_the_register_tile():
+    """The window moves inside the register tile only where the channel sum fits one k tile: a k tile
+    loop outside the window would change the order of each output's terms."""
+    g = pf.Graph("conv_wide")
+    x = g.input("x", (1, 300, 4, 21), pf.f32)
+    w = g.input("w", (9, 300, 3, 3), pf.f32)
+    prog = g.build(y=pf.ops.conv2d(x, w, padding=1))
+    (mark,) = _marks(pf.schedule(prog, target="c", params={}))
+    assert mark.inner == () and mark.k_tile == 256
+    rng = np.random.default_rng(5)
+    xv = rng.uniform(-1, 1, (1, 300, 4, 21)).astype(np.float32)
+    wv = rng.uniform(-1, 1, (9, 300, 3, 3)).astype(np.float32)
+    y = np.zeros((1, 9, 4, 21), np.float32)
+    pf.compile(prog, target="c", params={})(x=xv, w=wv, y=y)
+    np.testing.assert_allclose(y, _np_conv(xv, wv, 1, 1), rtol=1e-4, atol=1e-3)

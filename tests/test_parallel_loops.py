@@ -27,25 +27,26 @@ def _upper(header: str) -> int:
 
 
 def test_conv2d_with_batch_one_runs_in_parallel():
+    """Batch 1, odd sizes, and work enough to pay for the team (tiny work runs serially)."""
     g = pf.Graph("conv")
     x = g.input("x", (Nb, C, H, W), pf.f32)
     w = g.input("w", (F, C, 3, 3), pf.f32)
     prog = g.build(y=pf.ops.relu(pf.ops.conv2d(x, w, padding=1)))
-    sizes = {"Nb": 1, "C": 3, "H": 7, "W": 9, "F": 8}
+    sizes = {"Nb": 1, "C": 13, "H": 15, "W": 21, "F": 16}
     exe = pf.compile(prog, target="c", params=sizes)
     loops = _omp_loops(exe.code.text)
-    assert loops, "no OpenMP loop in a kernel with 8 independent filters"
+    assert loops, "no OpenMP loop in a kernel with 16 independent filters"
     assert all(_upper(header) >= 1 for _, header in loops)  # every OpenMP loop has at least 2 iterations
     rng = np.random.default_rng(0)
-    xv = rng.uniform(-1, 1, (1, 3, 7, 9)).astype(np.float32)
-    wv = rng.uniform(-1, 1, (8, 3, 3, 3)).astype(np.float32)
-    y = np.zeros((1, 8, 7, 9), np.float32)
+    xv = rng.uniform(-1, 1, (1, 13, 15, 21)).astype(np.float32)
+    wv = rng.uniform(-1, 1, (16, 13, 3, 3)).astype(np.float32)
+    y = np.zeros((1, 16, 15, 21), np.float32)
     exe(x=xv, w=wv, y=y)
     pad = np.pad(xv, ((0, 0), (0, 0), (1, 1), (1, 1)))
     want = np.zeros_like(y)
     for r in range(3):
         for s in range(3):
-            want += np.einsum("nchw,fc->nfhw", pad[:, :, r:r + 7, s:s + 9], wv[:, :, r, s])
+            want += np.einsum("nchw,fc->nfhw", pad[:, :, r:r + 15, s:s + 21], wv[:, :, r, s])
     np.testing.assert_allclose(y, np.maximum(want, 0), rtol=1e-5, atol=1e-5)
 
 

@@ -71,17 +71,17 @@ def _inflating(kernel_statements: tuple[str, ...], factor: int):
 
 def test_a_losing_fusion_is_distributed_and_the_others_kept(monkeypatch):
     monkeypatch.setattr(smart, "program_traffic", _inflating(("S0", "S1"), 10))
-    sched = pf.schedule(two_chains, target="c", fusion="smart", params={"N": 64, "M": 48})
+    sched = pf.schedule(two_chains, target="c", fusion="smart", params={"N": 128, "M": 96})
     assert [k.statements for k in sched.kernels] == [("S0",), ("S1",), ("S2", "S3")]
     notes = _smart_notes(sched)
     assert any("kernel0 (S0+S1)" in n and "fusion loses: distributed" in n for n in notes), notes
     assert any("distributed 1 kernel(s): 3 kernel(s)" in n for n in notes), notes
     assert sched.fusion == "smart"
     rng = np.random.default_rng(3)
-    a = rng.uniform(-1, 1, (64, 48)).astype(np.float32)
-    got = {k: np.zeros(s, np.float32) for k, s in (("B", (64, 48)), ("C", (48, 64)), ("D", (64, 48)), ("E", (64, 48)))}
+    a = rng.uniform(-1, 1, (128, 96)).astype(np.float32)
+    got = {k: np.zeros(s, np.float32) for k, s in (("B", (128, 96)), ("C", (96, 128)), ("D", (128, 96)), ("E", (128, 96)))}
     want = {k: v.copy() for k, v in got.items()}
-    exe = pf.compile(two_chains, target="c", fusion="smart", params={"N": 64, "M": 48})
+    exe = pf.compile(two_chains, target="c", fusion="smart", params={"N": 128, "M": 96})
     exe(A=a, **got)
     pf.reference(two_chains)(A=a, **want)
     for k in got:
@@ -98,9 +98,9 @@ def test_distribution_that_fails_falls_back_to_the_better_rated_schedule_with_a_
     monkeypatch.setattr(smart, "distribute",
                         lambda prog, base, view, parts, **kw: real(prog, base, view, {k: v[::-1] for k, v in parts.items()}, **kw))
     with pytest.warns(pf.PolyfuseWarning, match="distributing the kernels where fusion loses failed.*fell back to fusion='min'") as got:
-        sched = pf.schedule(two_chains, target="c", fusion="smart", params={"N": 64, "M": 48})
+        sched = pf.schedule(two_chains, target="c", fusion="smart", params={"N": 128, "M": 96})
     assert {w.filename for w in got} == {__file__}
-    unfused = pf.schedule(two_chains, target="c", fusion="min", params={"N": 64, "M": 48})
+    unfused = pf.schedule(two_chains, target="c", fusion="min", params={"N": 128, "M": 96})
     assert [k.statements for k in sched.kernels] == [k.statements for k in unfused.kernels]
     assert sched.fusion == "smart"
     assert "fell back to fusion='min'" in sched.explain()

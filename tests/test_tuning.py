@@ -10,7 +10,7 @@ from examples import kernels as K
 from polyfuse.cost.search import Limits, TileSearch, ranked_tiles
 from polyfuse.runtime import tuning
 
-SIZES = {"N": 16, "M": 16, "K": 8}
+SIZES = {"N": 48, "M": 48, "K": 24}  # enough work for a parallel kernel (tiny work runs serially, untuned)
 
 
 @pytest.fixture
@@ -26,8 +26,9 @@ def _model_best(prog, target, sizes, k):
 
 
 def _inputs(rng):
-    return {"A": rng.random((16, 8), dtype=np.float32), "B": rng.random((8, 16), dtype=np.float32),
-            "C": np.zeros((16, 16), np.float32)}
+    n, m, k = SIZES["N"], SIZES["M"], SIZES["K"]
+    return {"A": rng.random((n, k), dtype=np.float32), "B": rng.random((k, m), dtype=np.float32),
+            "C": np.zeros((n, m), np.float32)}
 
 
 def test_tune_picks_a_model_candidate_caches_it_and_reuses_it_without_timing(cache):
@@ -68,7 +69,7 @@ def test_tune_picks_a_model_candidate_caches_it_and_reuses_it_without_timing(cac
 
 
 def test_a_corrupt_cache_entry_is_retuned(cache):
-    sizes = {"N": 8, "M": 8, "K": 4}
+    sizes = {"N": 40, "M": 40, "K": 16}  # (parallel: tiny work runs serially, with nothing to tune)
     path = tuning.tuning_path(K.gemm_acc, "c", sizes, 2, {})
     path.parent.mkdir(parents=True)
     path.write_text("{not json")

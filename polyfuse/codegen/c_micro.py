@@ -25,7 +25,7 @@ import numpy as np
 
 from polyfuse.codegen.ast import expr_ids, statement_call
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
-from polyfuse.schedule.tiling.microtile import MR, NR_VECTORS, Coefficients, MicroTile, access_coefficients
+from polyfuse.schedule.tiling.microtile import NR_VECTORS, Coefficients, MicroTile, access_coefficients
 
 INDENT = "    "
 ROW_PACK_BYTES = 128 * 1024  # the largest row-operand block packed on the stack (Mc x Kc elements)
@@ -52,6 +52,26 @@ static inline pf_vf32 pf_vset_f32(float x) { pf_vf32 zero = {0}; return x - zero
 static inline pf_vf64 pf_vload_f64(const double *p) { pf_vf64 v; __builtin_memcpy(&v, p, sizeof v); return v; }
 static inline void pf_vstore_f64(double *p, pf_vf64 v) { __builtin_memcpy(p, &v, sizeof v); }
 static inline pf_vf64 pf_vset_f64(double x) { pf_vf64 zero = {0}; return x - zero; }
+typedef float pf_hf32 __attribute__((vector_size(PF_VBYTES / 2)));
+typedef double pf_hf64 __attribute__((vector_size(PF_VBYTES / 2)));
+#define PF_HL_f32 (PF_VBYTES / 8)
+#define PF_HL_f64 (PF_VBYTES / 16)
+static inline pf_hf32 pf_hload_f32(const float *p) { pf_hf32 v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void pf_hstore_f32(float *p, pf_hf32 v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline pf_hf32 pf_hset_f32(float x) { pf_hf32 zero = {0}; return x - zero; }
+static inline pf_hf64 pf_hload_f64(const double *p) { pf_hf64 v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void pf_hstore_f64(double *p, pf_hf64 v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline pf_hf64 pf_hset_f64(double x) { pf_hf64 zero = {0}; return x - zero; }
+#if defined(__AVX512F__)
+#define PF_HFMA_f32(a, b, c) ((pf_hf32)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#define PF_HFMA_f64(a, b, c) ((pf_hf64)_mm256_fmadd_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))
+#elif defined(__FMA__)
+#define PF_HFMA_f32(a, b, c) ((pf_hf32)_mm_fmadd_ps((__m128)(a), (__m128)(b), (__m128)(c)))
+#define PF_HFMA_f64(a, b, c) ((pf_hf64)_mm_fmadd_pd((__m128d)(a), (__m128d)(b), (__m128d)(c)))
+#else
+#define PF_HFMA_f32(a, b, c) ((a) * (b) + (c))
+#define PF_HFMA_f64(a, b, c) ((a) * (b) + (c))
+#endif
 #if defined(__AVX512F__)
 #define PF_VFMA_f32(a, b, c) ((pf_vf32)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
 #define PF_VFMA_f64(a, b, c) ((pf_vf64)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
@@ -70,8 +90,9 @@ static inline pf_vf64 pf_vset_f64(double x) { pf_vf64 zero = {0}; return x - zer
 #define PF_SFMA_f64(a, b, c) ((a) * (b) + (c))
 #endif
 """
-"""Vector types of the machine's widest SIMD registers (GCC/Clang vector extensions), unaligned loads and
-stores, broadcasts, and fused multiply-add where the ISA has it."""
+"""Vector types of the machine's widest SIMD registers and of half of them (GCC/Clang vector extensions),
+unaligned loads and stores, broadcasts, and fused multiply-add where the ISA has it. Half vectors cover
+the lanes left after the full-width strips (56 lanes with 16-float vectors: 32 + 16 + 8)."""
 
 
 class _Loop:
@@ -115,30 +136,38 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
     if stmt.name != info.statement:
         return None
     loop_of: dict[str, str] = {}  # statement iterator -> its value as C text (an AST iterator for the tile's)
-    rows, lane, red = loops[-3:]
-    inner = {rows.name, lane.name, red.name}
+    n_tile = 3 + len(info.inner)
+    if len(loops) < n_tile:
+        return None
+    rows, lane, *inner_loops, red = loops[-n_tile:]
+    tile_names = {lp.name for lp in loops[-n_tile:]}
+    roles = (info.rows, info.lane, *info.inner, info.reduction)
     for it, arg in zip(stmt.iterators, call.arguments):
         if arg.get_type() == isl.ast_expr_type.id:
             loop_of[it] = arg.get_id().get_name()
-        elif expr_ids(arg) & inner:
+        elif expr_ids(arg) & tile_names:
             return None  # another iterator's value moves with the tile's loops: not this shape
         else:
             loop_of[it] = f"({printer._index(arg)})"
-    if [rows.name, lane.name, red.name] != [loop_of[info.rows], loop_of[info.lane], loop_of[info.reduction]]:
+    if [lp.name for lp in loops[-n_tile:]] != [loop_of.get(it) for it in roles]:
         return None
-    if any(name in inner for it, name in loop_of.items() if it not in (info.rows, info.lane, info.reduction)):
+    if any(name in tile_names for it, name in loop_of.items() if it not in roles):
         return None
     if any(lp.degenerate or lp.last is None or not lp.unit for lp in (rows, lane, red)):
         return None
+    if any(not lp.degenerate and (lp.last is None or not lp.unit) for lp in inner_loops):
+        return None
     if rows.name in lane.ids | red.ids or lane.name in red.ids:
+        return None
+    if any((lp.ids | red.ids) & {rows.name, lane.name} for lp in inner_loops):
         return None
     coeffs = [access_coefficients(a.relation) for a in stmt.accesses]
     if any(c is None for c in coeffs):
         return None
-    kernel = _Kernel(printer, stmt, coeffs, loop_of, info, rows, lane, red, printer.sched.reassociate)
+    kernel = _Kernel(printer, stmt, coeffs, loop_of, info, rows, lane, red, printer.sched.reassociate, tuple(inner_loops))
     lines: list[str] = []
     pad = depth
-    for lp in loops[:-3]:  # batch and outer reduction loops: as isl printed them
+    for lp in loops[:-n_tile]:  # batch and outer reduction loops: as isl printed them
         if lp.degenerate:
             lines += [INDENT * pad + "{", INDENT * (pad + 1) + f"const int64_t {lp.name} = {lp.init};"]
         elif lp.last is None or not lp.unit:
@@ -147,7 +176,7 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
             lines.append(INDENT * pad + f"for (int64_t {lp.name} = {lp.init}; {lp.name} <= {lp.last}; {lp.name} += 1) {{")
         pad += 1
     lines += kernel.lines(pad)
-    for _ in loops[:-3]:
+    for _ in loops[:-n_tile]:
         pad -= 1
         lines.append(INDENT * pad + "}")
     printer.uses_vectors = True
@@ -158,35 +187,46 @@ class _Kernel:
     """Prints the register tile of one contraction statement."""
 
     def __init__(self, printer, stmt, coeffs: Sequence[Coefficients], loop_of, info: MicroTile,
-                 rows: _Loop, lane: _Loop, red: _Loop, fma: bool) -> None:
+                 rows: _Loop, lane: _Loop, red: _Loop, fma: bool, inner: tuple[_Loop, ...] = ()) -> None:
         self.p = printer
         self.stmt = stmt
         self.coeffs = coeffs
         self.loop_of = loop_of
         self.info = info
         self.rows, self.lane, self.red = rows, lane, red
+        self.inner = inner  # further reduction loops inside the tile, around the k loop
         self.fma = fma
         self.t = printer.program.arrays[stmt.write.array].dtype
         self.ctype = self.t.c_name
         self.vtype = f"pf_v{self.t.name}"
         self.vl = f"PF_VL_{self.t.name}"
+        self.w = "v"  # the width of the current strip's vectors: "v" full, "h" half
+        self.mr = info.mr
         self.packed: dict[int, str] = {}  # vector operands packed for the current lane strip
         self.row_packed: dict[int, str] = {}  # row operands packed for the whole block (by access)
 
     def lines(self, d: int) -> list[str]:
         """Lanes outermost (a ``k x NR`` panel of the lane operand stays in L1 while the row groups pass),
-        then row groups of ``MR``, then the remainders: one row at a time, one lane at a time."""
+        then row groups of ``MR``, then the remainders: one full vector of lanes, then half a vector, then
+        one lane at a time; ``MR / 2`` rows, then one row at a time."""
         i, j = self.rows.name, f"{self.lane.name}_"
         width = f"{NR_VECTORS} * {self.vl}"
-        out = [*self._pack_rows(d, i),
-               _pad(d, f"int64_t {j} = {self.lane.init};"),
-               _pad(d, f"for (; {j} + {width} - 1 <= {self.lane.last}; {j} += {width}) {{"),
-               *self._pack(d + 1, j),
-               *self._rows(d + 1, i, j, NR_VECTORS),
-               _pad(d, "}"),
-               _pad(d, f"for (; {j} <= {self.lane.last}; {j} += 1) {{"),
-               *self._rows(d + 1, i, j, 0),
-               _pad(d, "}")]
+        out = self._pack_rows(d, i)
+        out += [_pad(d, f"int64_t {j} = {self.lane.init};"),
+                _pad(d, f"for (; {j} + {width} - 1 <= {self.lane.last}; {j} += {width}) {{")]
+        out += self._pack(d + 1, j)
+        out += self._rows(d + 1, i, j, NR_VECTORS)
+        out.append(_pad(d, "}"))
+        self.packed = {}
+        for w, vl in (("v", self.vl), ("h", f"PF_HL_{self.t.name}")):
+            self.w = w
+            out += [_pad(d, f"for (; {j} + {vl} - 1 <= {self.lane.last}; {j} += {vl}) {{"),
+                    *self._rows(d + 1, i, j, 1),
+                    _pad(d, "}")]
+        self.w = "v"
+        out += [_pad(d, f"for (; {j} <= {self.lane.last}; {j} += 1) {{"),
+                *self._rows(d + 1, i, j, 0),
+                _pad(d, "}")]
         return [_pad(d - 1, "{"), *out, _pad(d - 1, "}")]
 
     def _pack(self, d: int, j: str) -> list[str]:
@@ -194,7 +234,7 @@ class _Kernel:
         row) into a contiguous, aligned local buffer once per lane strip: the row groups then read it
         from L1 without the cache-set conflicts of a power-of-two row stride (operand packing)."""
         self.packed = {}
-        if not self.info.k_tile:
+        if not self.info.k_tile or self.inner:
             return []
         k, lo = self.red.name, self.red.init
         lines: list[str] = []
@@ -220,7 +260,7 @@ class _Kernel:
         matrix row apart (operand packing). Full groups only; remainder rows read the array."""
         self.row_packed = {}
         info = self.info
-        if not (info.k_tile and info.m_tile) or info.k_tile * info.m_tile * np.dtype(self.t.numpy).itemsize > ROW_PACK_BYTES:
+        if self.inner or not (info.k_tile and info.m_tile) or info.k_tile * info.m_tile * np.dtype(self.t.numpy).itemsize > ROW_PACK_BYTES:
             return []
         k, lo = self.red.name, self.red.init
         lines: list[str] = []
@@ -233,9 +273,9 @@ class _Kernel:
             name = self.row_packed[n] = f"rpack{n}"
             env = dict(self.loop_of)
             lines += [_pad(d, f"{self.ctype} {name}[{info.m_tile} * {info.k_tile}] __attribute__((aligned(64)));"),
-                      _pad(d, f"for (int64_t {i} = {self.rows.init}; {i} + {MR - 1} <= {self.rows.last}; {i} += {MR}) {{"),
+                      _pad(d, f"for (int64_t {i} = {self.rows.init}; {i} + {self.mr - 1} <= {self.rows.last}; {i} += {self.mr}) {{"),
                       _pad(d + 1, f"for (int64_t {k} = {lo}; {k} <= {self.red.last}; {k} += 1) {{")]
-            for r in range(MR):
+            for r in range(self.mr):
                 env[info.rows] = f"({i} + {r})" if r else i
                 lines.append(_pad(d + 2, f"{name}[{self._row_slot(i, r)}] = {self._access(n, env)};"))
             lines += [_pad(d + 1, "}"), _pad(d, "}")]
@@ -243,25 +283,22 @@ class _Kernel:
 
     def _row_slot(self, i: str, r: int) -> str:
         """Where row ``i + r`` (``i`` the first row of its group) and the current ``k`` sit in a row pack."""
-        return f"({i} - {self.rows.init}) * {self.info.k_tile} + ({self.red.name} - {self.red.init}) * {MR} + {r}"
+        return f"({i} - {self.rows.init}) * {self.info.k_tile} + ({self.red.name} - {self.red.init}) * {self.mr} + {r}"
 
     def _rows(self, d: int, i: str, j: str, n_vec: int) -> list[str]:
-        return [
-            _pad(d, f"int64_t {i} = {self.rows.init};"),
-            _pad(d, f"for (; {i} + {MR - 1} <= {self.rows.last}; {i} += {MR}) {{"),
-            *self._tile(d + 1, MR, n_vec, i, j),
-            _pad(d, "}"),
-            _pad(d, f"for (; {i} <= {self.rows.last}; {i} += 1) {{"),
-            *self._tile(d + 1, 1, n_vec, i, j),
-            _pad(d, "}"),
-        ]
+        out = [_pad(d, f"int64_t {i} = {self.rows.init};")]
+        for n_rows in sorted({self.mr, max(1, self.mr // 2), 1}, reverse=True):
+            out += [_pad(d, f"for (; {i} + {n_rows - 1} <= {self.rows.last}; {i} += {n_rows}) {{"),
+                    *self._tile(d + 1, n_rows, n_vec, i, j),
+                    _pad(d, "}")]
+        return out
 
     # ----- one register tile: n_rows x n_vec vectors (n_vec == 0: one scalar lane) ------------------
     def _tile(self, d: int, n_rows: int, n_vec: int, row: str, j: str) -> list[str]:
         vec = n_vec > 0
         lanes = range(n_vec) if vec else range(1)
         k = self.red.name
-        t = self.vtype if vec else self.ctype
+        t = f"pf_{self.w}{self.t.name}" if vec else self.ctype
         target = self.coeffs[self.stmt.target]
 
         def at(r: int, v: int) -> dict[str, str]:
@@ -277,8 +314,14 @@ class _Kernel:
         lines = []
         for r in range(n_rows):
             for v in lanes:
-                load = f"pf_vload_{self.t.name}({address(self.stmt.target, r, v)})" if vec else self._access(self.stmt.target, at(r, v))
+                load = f"pf_{self.w}load_{self.t.name}({address(self.stmt.target, r, v)})" if vec else self._access(self.stmt.target, at(r, v))
                 lines.append(_pad(d, f"{t} {acc_name(r, v)} = {load};"))
+        for n, lp in enumerate(self.inner):  # further reductions, outermost first, around the k loop
+            if lp.degenerate:
+                lines += [_pad(d + n, "{"), _pad(d + n + 1, f"const int64_t {lp.name} = {lp.init};")]
+            else:
+                lines.append(_pad(d + n, f"for (int64_t {lp.name} = {lp.init}; {lp.name} <= {lp.last}; {lp.name} += 1) {{"))
+        outer_d, d = d, d + len(self.inner)
         lines.append(_pad(d, f"for (int64_t {k} = {self.red.init}; {k} <= {self.red.last}; {k} += 1) {{"))
         # operands: those not depending on the row first (loaded once per k), then row by row the row's
         # own operands followed by its updates, so that few operands are live at once (no spills)
@@ -296,13 +339,13 @@ class _Kernel:
                     shared[(n, r, v)] = name
                     if vec and n in self.packed:
                         value = f"{self.packed[n]}[({k} - {self.red.init}) * {NR_VECTORS} + {v}]"
-                    elif n in self.row_packed and n_rows == MR:
+                    elif n in self.row_packed and n_rows == self.mr:
                         packed = f"{self.row_packed[n]}[{self._row_slot(row, r)}]"
-                        value = f"pf_vset_{self.t.name}({packed})" if vec else packed
+                        value = f"pf_{self.w}set_{self.t.name}({packed})" if vec else packed
                     elif vec and lane_dep:
-                        value = f"pf_vload_{self.t.name}({address(n, r, v)})"
+                        value = f"pf_{self.w}load_{self.t.name}({address(n, r, v)})"
                     elif vec:
-                        value = f"pf_vset_{self.t.name}({self._access(n, at(r, v))})"
+                        value = f"pf_{self.w}set_{self.t.name}({self._access(n, at(r, v))})"
                     else:
                         value = self._access(n, at(r, v))
                     body.append(_pad(d + 1, f"{t} {name} = {value};"))
@@ -311,10 +354,13 @@ class _Kernel:
                     body.append(_pad(d + 1, f"{acc_name(r_group, v)} = {self._update(acc_name(r_group, v), r_group, v, shared, vec)};"))
         lines += body
         lines.append(_pad(d, "}"))
+        for n in reversed(range(len(self.inner))):
+            lines.append(_pad(outer_d + n, "}"))
+        d = outer_d
         for r in range(n_rows):
             for v in lanes:
                 if vec:
-                    lines.append(_pad(d, f"pf_vstore_{self.t.name}({address(self.stmt.target, r, v)}, {acc_name(r, v)});"))
+                    lines.append(_pad(d, f"pf_{self.w}store_{self.t.name}({address(self.stmt.target, r, v)}, {acc_name(r, v)});"))
                 else:
                     lines.append(_pad(d, f"{self._access(self.stmt.target, at(r, v))} = {acc_name(r, v)};"))
         del target
@@ -323,7 +369,7 @@ class _Kernel:
     def _update(self, acc: str, r: int, v: int, shared, vec: bool) -> str:
         value = self.stmt.value
         if self.fma and isinstance(value, Binary) and value.op == "*":
-            kind = "V" if vec else "S"
+            kind = self.w.upper() if vec else "S"
             return f"PF_{kind}FMA_{self.t.name}({self._value(value.lhs, r, v, shared, vec)}, {self._value(value.rhs, r, v, shared, vec)}, {acc})"
         return f"{acc} + {self._value(value, r, v, shared, vec)}"
 
@@ -333,9 +379,9 @@ class _Kernel:
             return shared[(e.access, r if row_dep else 0, v if lane_dep else 0)]
         if isinstance(e, Const):
             text = repr(float(e.value)) + ("f" if self.t.name == "f32" else "")
-            return f"pf_vset_{self.t.name}({text})" if vec else text
+            return f"pf_{self.w}set_{self.t.name}({text})" if vec else text
         if isinstance(e, ScalarArg):
-            return f"pf_vset_{self.t.name}({e.name})" if vec else e.name
+            return f"pf_{self.w}set_{self.t.name}({e.name})" if vec else e.name
         if isinstance(e, Unary):
             return f"(-{self._value(e.operand, r, v, shared, vec)})"
         if isinstance(e, Cast):

@@ -1,4 +1,5 @@
-"""What the cost model needs to know about the machine it runs on: the data cache sizes.
+"""What the cost model needs to know about the machine it runs on: the data cache sizes and the number of
+vector registers.
 
 Read from ``os.sysconf`` (glibc reports the CPU's caches there), else from Linux's sysfs, else typical
 values of a current x86 core. The C micro-tile pass (``schedule/tiling/microtile.py``) sizes its cache tiles
@@ -21,6 +22,20 @@ def cache_sizes() -> tuple[int, int]:
     l1 = _sysconf("SC_LEVEL1_DCACHE_SIZE") or _sysfs(1, "Data") or FALLBACK[0]
     l2 = _sysconf("SC_LEVEL2_CACHE_SIZE") or _sysfs(2, "Unified") or FALLBACK[1]
     return l1, l2
+
+
+@functools.cache
+def vector_registers() -> int:
+    """How many SIMD registers the C compiler may use with ``-march=native`` here: 32 with AVX-512, else 16
+    (AVX2/SSE on x86-64, and a conservative count elsewhere). Read from ``/proc/cpuinfo``'s flags."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return 16
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return 32 if "avx512f" in line.split() else 16
+    return 16
 
 
 def _sysconf(name: str) -> int:

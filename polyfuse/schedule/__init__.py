@@ -54,14 +54,14 @@ from polyfuse.schedule.fusion.scheduler import (
     base_tree,
     user_tree,
 )
-from polyfuse.schedule.fusion.smart import Variant, apart_of, smart_by_traffic, unrated
+from polyfuse.schedule.fusion.smart import Variant, apart_of, counted_microtiles, smart_by_traffic, unrated
 from polyfuse.schedule.mapping.kernels import Mapper, split
 from polyfuse.schedule.mapping.row_staging import stage_rows
 from polyfuse.schedule.mapping.rows import cooperative_rows
 from polyfuse.schedule.model import BASE_KEY, Schedule
 from polyfuse.schedule.movement.data_movement import data_movement
 from polyfuse.schedule.privatize import contract, temporaries
-from polyfuse.schedule.tiling.microtile import count_microtiles, distribute_contractions
+from polyfuse.schedule.tiling.microtile import distribute_contractions
 from polyfuse.schedule.tiling.sizes import validate_tile
 
 TARGETS = ("c", "cuda")
@@ -256,7 +256,7 @@ def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, 
 
     chosen, notes = smart_by_traffic(prog, fused, unfused, finish, budget, params)
     if target == "c":  # a contraction is compute-bound: losing its register micro-tile costs more than bytes
-        lost = count_microtiles(unfused.schedule) - count_microtiles(chosen)
+        lost = counted_microtiles(unfused.schedule) - counted_microtiles(chosen)
         if lost > 0:  # (smart.py rates micro-tiles first: only where minimal fusion is less parallel)
             line = (f"fusion='smart': the fused schedule loses the register micro-tile of {lost} contraction(s) "
                     "that minimal fusion keeps (their time is arithmetic, not bytes): took minimal fusion")

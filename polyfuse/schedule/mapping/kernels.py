@@ -113,8 +113,8 @@ class Mapper:
             else:
                 sizes = sizes_for(self.tile, self.target, stmts, node.band_n_member(), n_par)
                 if self.choose is not None and _auto(self.tile, stmts):
-                    sizes = self.choose(node, n_par, sizes)  # (the search itself asks for parallel tiles)
-                elif self.target == "c" and _auto(self.tile, stmts):
+                    sizes = self.choose(node, n_par, sizes)  # (the search itself asks for parallel tiles, but
+                if self.target == "c" and _auto(self.tile, stmts):  # its smallest tile is 8: short extents)
                     sizes = self._enough_parallel_tiles(node, sizes, n_par)
                 if not node.band_get_permutable():
                     sizes = sizes[: max(n_par, 1) if self.target == "cuda" else 1]  # strip-mining parallel members is always legal
@@ -193,7 +193,13 @@ class Mapper:
         first = found.order[0]
         if first >= node.band_n_member() or not node.band_member_get_coincident(first):
             return None
-        return micro_tile(self.prog, node, found, self.cache_bytes, self._extent(node, found.rows) or None)
+        outer = 1  # iterations of the parallel members above the rows (a convolution's output rows, a batch)
+        for k in found.others:
+            if not node.band_member_get_coincident(k):
+                break
+            outer *= self._extent(node, k) or 1
+        rows = None if outer >= 2 * (os.cpu_count() or 1) else (self._extent(node, found.rows) or None)
+        return micro_tile(self.prog, node, found, self.cache_bytes, rows, self._extent)
 
     def _cuda(self, node, name, stmts, domain, flat, sizes) -> isl.ScheduleNode:
         n = len(sizes)

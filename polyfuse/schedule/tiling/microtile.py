@@ -23,20 +23,29 @@ up to the fused multiply-add, which the printer uses only when ``reassociate`` i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import islpy as isl
 
-from polyfuse.cost.machine import cache_sizes
+from polyfuse.cost.machine import cache_sizes, vector_registers
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
 from polyfuse.ir.program import Program, Statement
 from polyfuse.schedule.bands import DepView, T, annotate, isl_options, statement_filters
 
 MICROTILE_MARK = "microtile"
 MR = 6
-"""Rows of a register tile: with two vectors of lanes per row, 12 accumulators plus two operand vectors
-and one broadcast fit AVX2's 16 vector registers."""
+"""Rows of a register tile with 16 vector registers (AVX2): with two vectors of lanes per row, 12
+accumulators plus two operand vectors and one broadcast fit."""
+MR_WIDE = 8
+"""Rows with 32 vector registers (AVX-512): 16 accumulators, 19 registers in all; and a filter count or
+matrix size that is a multiple of 8 leaves no remainder rows."""
+
+
+def register_rows() -> int:
+    """``MR`` for this machine's vector registers (``cost/machine.py``)."""
+    return MR_WIDE if vector_registers() >= 32 else MR
 NR_VECTORS = 2
 VECTOR_OPS = ("+", "-", "*")
 
@@ -50,11 +59,15 @@ class Contraction:
     lane: int
     reduction: int
     others: tuple[int, ...]
+    outer_reductions: tuple[int, ...] = ()  # the reduction members of ``others``, outermost first
+    inner: tuple[int, ...] = ()  # outer reductions run inside the register tile (short: a conv window)
 
     @property
     def order(self) -> tuple[int, ...]:
-        """The band's members reordered for the micro-tile: others, rows, lane, reduction."""
-        return (*self.others, self.rows, self.lane, self.reduction)
+        """The band's members reordered for the micro-tile: others, rows, lane, the reductions moved
+        inside the register tile, the reduction. Each element still sums its terms in source order: the
+        reductions keep their relative order."""
+        return (*[m for m in self.others if m not in self.inner], self.rows, self.lane, *self.inner, self.reduction)
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,8 @@ class MicroTile:
     reduction: str
     k_tile: int = 0  # the reduction's cache tile: at most this many k per panel (0: unknown, no packing)
     m_tile: int = 0  # the rows' cache tile: at most this many rows per block (0: unknown, no row packing)
+    mr: int = MR  # rows of the register tile (``register_rows()`` when the mark was made)
+    inner: tuple[str, ...] = ()  # further reductions inside the register tile, outermost first
 
     def __str__(self) -> str:
         return f"microtile({self.statement}: rows {self.rows}, lane {self.lane}, reduction {self.reduction})"
@@ -93,8 +108,8 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
     if chain.band_n_member() < 3:
         return None
     dims = _member_iterators(chain, stmt)
-    if dims is None or sorted(dims) != list(range(stmt.depth)):
-        return None
+    if dims is None or len(set(dims)) != len(dims) or any(d not in dims and not _single_valued(stmt, d) for d in range(stmt.depth)):
+        return None  # (an iterator with one value, a batch of 1 at concrete sizes, needs no member)
     write = access_coefficients(stmt.write.relation)
     if write is None or not _vectorisable(stmt, stmt.value):
         return None
@@ -116,8 +131,8 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
     row = min(rows, key=lambda m: (sum(1 for c in vector_reads if stride_along(c, dims[m]) != "zero"), -m))
     reduction = reductions[-1]  # the innermost: every element keeps its source order of terms
     coincident = [m for m in range(len(dims)) if m not in (row, lane) and m not in reductions]
-    others = tuple(coincident + [m for m in reductions if m != reduction])
-    return Contraction(stmt.name, row, lane, reduction, others)
+    outer = tuple(m for m in reductions if m != reduction)
+    return Contraction(stmt.name, row, lane, reduction, tuple(coincident) + outer, outer)
 
 
 def merge_chain(node: isl.ScheduleNode) -> isl.ScheduleNode:
@@ -238,27 +253,47 @@ def cache_tile_sizes(found: Contraction, n_members: int, itemsize: int, cache_by
     (default: half of this machine's L2, ``cost/machine.py``): ``Kc`` is 256 elements of ``k`` (128 for
     doubles) and ``Nc`` the widest multiple of 16 lanes that fits. ``Mc`` rows share that panel: 96 rows (a
     multiple of ``MR``), fewer when the rows extent is known and small, so that the parallel row-tile loop
-    has at least 8 iterations. Other members (batch, further reductions) are tiled by 1."""
+    has at least 8 iterations. With reductions inside the register tile, no reduction is tiled (one tile
+    covers each: a ``k`` tile loop outside them would change the order of each element's terms; they go
+    inside only where ``k`` fits one ``Kc`` anyway); other members (batch, further reductions) are tiled
+    by 1."""
     l2 = cache_sizes()[1]
     budget = cache_bytes if cache_bytes else l2 // 2
     kc = 256 if itemsize <= 4 else 128
     nc = max(16, min(1024, budget // (kc * itemsize)) // 16 * 16)
     mc = 96
     if rows_extent:
-        mc = max(MR, min(mc, rows_extent // 8 // MR * MR))
+        mr = register_rows()
+        mc = max(mr, min(mc, rows_extent // 8 // mr * mr))
+    if found.inner:  # the reductions are not tiled: a k tile loop outside the window would reorder each sum
+        return (1,) * (n_members - 3 - len(found.inner)) + (mc, nc)
     return (1,) * (n_members - 3) + (mc, nc, kc)
 
 
+INNER_REDUCTION_EXTENT = 8
+"""Further reductions of at most this many iterations move inside the register tile (a 3x3 window):
+the accumulators then stay in registers across them instead of a round trip through memory each."""
+
+
 def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_bytes: int | None = None,
-               rows_extent: int | None = None) -> tuple[isl.ScheduleNode, tuple[int, ...]]:
+               rows_extent: int | None = None, extent: Callable[[isl.ScheduleNode, int], int] | None = None,
+               ) -> tuple[isl.ScheduleNode, tuple[int, ...]]:
     """The band at ``node`` reordered for ``found``, tiled for the caches, with a ``microtile`` mark on its
-    point band, and the tile sizes. Returns the tile band (its child is the mark)."""
+    point band, and the tile sizes. Returns the tile band (its child is the mark). ``extent(band, k)``
+    gives member ``k``'s iterations at the given sizes (0: unknown); with it, short further reductions
+    run inside the register tile."""
     stmt = prog.statement(found.statement)
     node = merge_chain(node)
     dims = _member_iterators(node, stmt)
     assert dims is not None
+    kc = 256 if _itemsize(prog.arrays[stmt.write.array].dtype) <= 4 else 128  # as cache_tile_sizes
+    if extent is not None and found.outer_reductions and 0 < extent(node, found.reduction) <= kc:
+        inner = tuple(m for m in found.outer_reductions if 0 < extent(node, m) <= INNER_REDUCTION_EXTENT)
+        found = dataclasses.replace(found, inner=inner if len(inner) == len(found.outer_reductions) else ())
     node = reorder(node, found.order)
     sizes = cache_tile_sizes(found, node.band_n_member(), _itemsize(prog.arrays[stmt.write.array].dtype), cache_bytes, rows_extent)
+    if len(sizes) < node.band_n_member():  # the reductions stay a band of their own below, untiled
+        node = node.band_split(len(sizes))
     ctx = node.get_ctx()
     vals = isl.ValList.alloc(ctx, len(sizes))
     for s in sizes:
@@ -266,7 +301,9 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     with isl_options(tile_scale_tile_loops=0, tile_shift_point_loops=0):
         node = node.band_tile(isl.MultiVal.from_val_list(node.band_get_space(), vals))
     names = stmt.iterators
-    mark = MicroTile(stmt.name, names[dims[found.rows]], names[dims[found.lane]], names[dims[found.reduction]], sizes[-1], sizes[-3])
+    rows_at = len(sizes) - 2 if found.inner else len(sizes) - 3
+    mark = MicroTile(stmt.name, names[dims[found.rows]], names[dims[found.lane]], names[dims[found.reduction]],
+                     0 if found.inner else sizes[-1], sizes[rows_at], register_rows(), tuple(names[dims[m]] for m in found.inner))
     return node.child(0).insert_mark(isl.Id(MICROTILE_MARK, user=mark)).parent(), sizes
 
 
@@ -390,6 +427,13 @@ def _member_iterators(node: isl.ScheduleNode, stmt: Statement) -> list[int] | No
             return None
         out.append(ones[0])
     return out if len(set(out)) == len(out) else None
+
+
+def _single_valued(stmt: Statement, k: int) -> bool:
+    """Whether iterator ``k`` of ``stmt`` takes one value for every size (isl then gives it no loop)."""
+    dom = stmt.domain
+    lo, hi = dom.dim_min(k), dom.dim_max(k)
+    return lo.is_cst() and hi.is_cst() and lo.plain_is_equal(hi)
 
 
 def _itemsize(dtype) -> int:
