@@ -159,7 +159,9 @@ def test_mlp_smart_fusion_is_never_rated_worse_than_minimal_fusion():
     assert sched.traffic().total_bytes <= unfused.traffic().total_bytes
     assert len(sched.kernels) > 1
     text = sched.explain()
-    assert "fusion loses" in text and ": distributed" in text and "kept the distributed schedule" in text
+    assert "fusion loses" in text and ": distributed" in text
+    # the contractions apart, the epilogues fused with each other: fewer bytes than distributing everything
+    assert "kept the schedule with the contractions apart" in text
     assert "the model rates them better in separate kernels" in text
     _replays_correctly(prog, sched)
 
@@ -287,3 +289,27 @@ def test_a_less_parallel_minimal_fusion_is_noted_not_warned():
         sched = pf.schedule(K.jacobi_2d, target="c")
     assert all(k.parallel_depth for k in sched.kernels)
     assert any("would run 1 more kernel(s) sequentially" in n for n in sched.notes), sched.notes
+
+
+def test_attention_keeps_its_contractions_apart_and_its_softmax_fused():
+    """Fusing all of attention loses both matmuls' register micro-tiles; distributing everything writes
+    the scores once per softmax step. Smart fusion takes a third schedule: each contraction alone, the
+    row-wise softmax between them fused into one kernel."""
+    h, s, e = pf.params("H S E")
+    g = pf.Graph("attention")
+    q, k, v = g.input("q", (h, s, e)), g.input("k", (h, s, e)), g.input("v", (h, s, e))
+    prog = g.build(o=pf.ops.softmax((q @ pf.ops.transpose(k, (0, 2, 1))) * 0.125, axis=-1) @ v)
+    sizes = {"H": 2, "S": 133, "E": 64}
+    sched = pf.schedule(prog, target="c", params=sizes)
+    assert "kept the schedule with the contractions apart" in sched.explain()
+    micro = smart._microtiles(sched)
+    contractions = [kern for kern in sched.kernels if micro.get(kern.name)]
+    assert len(contractions) == 2 and all(len(kern.statements) == 1 for kern in contractions)
+    between = sched.kernels.index(contractions[1]) - sched.kernels.index(contractions[0])
+    assert between == 2  # one fused softmax kernel between the two matmuls
+    rng = np.random.default_rng(4)
+    qv, kv, vv = (rng.uniform(-1, 1, (2, 133, 64)).astype(np.float32) for _ in range(3))
+    got = pf.compile(prog, target="c", params=sizes)(q=qv, k=kv, v=vv)
+    scores = (qv.astype(np.float64) @ kv.transpose(0, 2, 1)) * 0.125
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, (p / p.sum(-1, keepdims=True)) @ vv, rtol=1e-4, atol=1e-5)

@@ -234,7 +234,7 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
             if done:  # the remaining variants pose the same work: keep what is done
                 break
             raise
-        sequential = sum(1 for k in sched.kernels if k.parallel_depth == 0)
+        sequential = sum(1 for k in sched.kernels if k.without_parallel_loop)
         key = (len(sched.kernels), sequential, n) if fusion == "max" else (sequential, len(sched.kernels), n)
         done.append((key, Variant(sched, tuple(log), base, view)))
     if not done:

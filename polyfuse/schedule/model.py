@@ -78,6 +78,11 @@ class Kernel:
     tile_sizes: tuple[int, ...] = ()  # sizes of the kernel's tile loops (outermost first); () = untiled
     serial: str = ""  # why a kernel with a parallel loop runs on one thread anyway ("" when it does not)
 
+    @property
+    def without_parallel_loop(self) -> bool:
+        """Whether the kernel has no parallel loop at all (one left serial for its tiny work has one)."""
+        return self.parallel_depth == 0 and not self.serial
+
 
 @dataclass(frozen=True)
 class Buffer:

@@ -47,7 +47,7 @@ from polyfuse.schedule.bands import DepView, T, annotate, statement_filters
 from polyfuse.schedule.fusion.scheduler import BudgetExhausted, IslBudget
 from polyfuse.schedule.mapping.kernels import split, statements_of
 from polyfuse.schedule.model import KERNEL_MARK, Kernel, Schedule
-from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
+from polyfuse.schedule.tiling.microtile import MICROTILE_MARK, fresh_nest
 
 REPRESENTATIVE_SIZE = 1024
 """The size given to every param without a value when ``fusion="smart"`` compares traffic."""
@@ -85,6 +85,7 @@ class _Candidate:
     schedule: Schedule
     bytes: int
     sequential: int
+    apart: tuple[frozenset[str], ...] = ()  # the fused kernels it distributes
 
     @functools.cached_property
     def microtiles(self) -> int:
@@ -123,6 +124,7 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
     notes = [f"fusion='smart' by traffic at {at}: maximal fusion ({len(f.kernels)} kernel(s)) {tf.total_bytes} B vs "
              f"minimal fusion ({len(u.kernels)} kernel(s)) {tu.total_bytes} B"]
     split_kernels: dict[frozenset[str], list[tuple[str, ...]]] = {}
+    grouped: dict[frozenset[str], list[tuple[str, ...]]] = {}  # contractions apart, the rest still fused
     micro_f, micro_u = _microtiles(f), _microtiles(u)
     for kf in f.kernels:
         parts = _parts(kf, u)
@@ -131,7 +133,7 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
         bytes_f = tf.per_kernel[kf.name].total_bytes
         bytes_u = sum(tu.per_kernel[p.name].total_bytes for p in parts)
         lost = sum(micro_u.get(p.name, 0) for p in parts) - micro_f.get(kf.name, 0)  # register micro-tiles fusion costs
-        less_parallel = kf.parallel_depth > 0 and any(p.parallel_depth == 0 for p in parts)
+        less_parallel = not kf.without_parallel_loop and any(p.without_parallel_loop for p in parts)
         loses = (bytes_u < bytes_f or lost > 0) and not less_parallel
         names = " | ".join("+".join(p.statements) for p in parts)
         verdict = ("kept fused (unfused would be less parallel)" if less_parallel and (bytes_u < bytes_f or lost > 0) else
@@ -140,6 +142,10 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
         notes.append(f"fusion='smart': {kf.name} ({'+'.join(kf.statements)}) {bytes_f} B fused vs {bytes_u} B as {names}: {verdict}")
         if loses:
             split_kernels[frozenset(kf.statements)] = [p.statements for p in parts]
+            if lost > 0:
+                groups = _contractions_apart(parts, micro_u)
+                if len(groups) < len(parts):
+                    grouped[frozenset(kf.statements)] = groups
     candidates = [_Candidate("the fused schedule", f, tf.total_bytes, _sequential_kernels(f))]
     failed = None
     if split_kernels:
@@ -148,11 +154,21 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
                 mixed = finish(distribute(prog, fused.base, fused.view, split_kernels, donor=unfused.base), fused.view)
                 tm = program_traffic(prog, mixed.tree, mixed.kernels, mixed.contracted, sizes).total_bytes
             candidates.append(_Candidate(f"the distributed schedule ({len(split_kernels)} kernel(s) distributed: "
-                                         f"{len(mixed.kernels)} kernel(s))", mixed, tm, _sequential_kernels(mixed)))
+                                         f"{len(mixed.kernels)} kernel(s))", mixed, tm, _sequential_kernels(mixed), tuple(split_kernels)))
             notes.append(f"fusion='smart': distributed {len(split_kernels)} kernel(s): {len(mixed.kernels)} kernel(s), {tm} B")
         except (IllegalTransformError, PolyfuseError, BudgetExhausted) as e:
             failed = e
             notes.append(f"fusion='smart': distributing failed ({e})")
+    if grouped and failed is None:
+        try:
+            with budget.stage("taking the contractions out of the kernels where fusion loses"):
+                apart = finish(distribute(prog, fused.base, fused.view, grouped, donor=unfused.base), fused.view)
+                ta = program_traffic(prog, apart.tree, apart.kernels, apart.contracted, sizes).total_bytes
+            candidates.insert(1, _Candidate(f"the schedule with the contractions apart ({len(apart.kernels)} kernel(s))",
+                                            apart, ta, _sequential_kernels(apart), tuple(grouped)))
+            notes.append(f"fusion='smart': contractions apart, the rest fused: {len(apart.kernels)} kernel(s), {ta} B")
+        except (IllegalTransformError, PolyfuseError, BudgetExhausted) as e:
+            notes.append(f"fusion='smart': taking the contractions apart failed ({e})")
     candidates.append(_Candidate("fusion='min'", u, tu.total_bytes, _sequential_kernels(u)))
     return _choose(candidates, notes, failed, split_kernels)
 
@@ -175,7 +191,7 @@ def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | 
         apart = tuple(frozenset(k.statements) for k in fused.schedule.kernels if len(k.statements) > 1)
         verdict = "fusion loses: kept the unfused schedule"
     else:
-        apart = tuple(split_kernels)
+        apart = chosen.apart
         verdict = f"kept {chosen.label}"
     line = f"fusion='smart': {verdict} ({chosen.bytes} B{_micro_text(chosen)})"
     least = min(allowed, key=lambda c: c.bytes)
@@ -270,6 +286,24 @@ def representative_sizes(prog: Program, params: Mapping[str, int]) -> dict[str, 
     return sizes
 
 
+def _contractions_apart(parts: list[Kernel], micro_u: Mapping[str, int]) -> list[tuple[str, ...]]:
+    """``parts`` (minimal fusion's kernels of one fused kernel, in order) regrouped: each kernel with a
+    register micro-tile alone, each run of the others between them as one group (fused again)."""
+    groups: list[tuple[str, ...]] = []
+    run: list[str] = []
+    for p in parts:
+        if micro_u.get(p.name, 0):
+            if run:
+                groups.append(tuple(run))
+                run = []
+            groups.append(tuple(p.statements))
+        else:
+            run.extend(p.statements)
+    if run:
+        groups.append(tuple(run))
+    return groups
+
+
 def _parts(kf: Kernel, u: Schedule) -> list[Kernel]:
     """The kernels of ``u`` that make up the fused kernel ``kf`` exactly (at least two), else none."""
     parts = [ku for ku in u.kernels if set(ku.statements) <= set(kf.statements)]
@@ -277,7 +311,7 @@ def _parts(kf: Kernel, u: Schedule) -> list[Kernel]:
 
 
 def _sequential_kernels(s: Schedule) -> int:
-    return sum(1 for k in s.kernels if k.parallel_depth == 0)
+    return sum(1 for k in s.kernels if k.without_parallel_loop)
 
 
 def distribute(prog: Program, base: isl.Schedule, view: DepView, parts: Mapping[frozenset[str], list[tuple[str, ...]]],
@@ -285,9 +319,11 @@ def distribute(prog: Program, base: isl.Schedule, view: DepView, parts: Mapping[
     """``base`` with each kernel whose statements are a key of ``parts`` distributed into a sequence of
     loop nests, one per statement group of ``parts[key]`` (in that order).
 
-    Where ``donor`` (a tree of the same program) has a kernel outside every host loop for each group, and
-    the kernel of ``base`` is outside every host loop too, each group gets the donor's subtree (its own
-    loops); otherwise each group gets a copy of the kernel's band. Only the new subtrees are flagged again
+    Where ``donor`` (a tree of the same program) has a kernel outside every host loop for a group, and
+    the kernel of ``base`` is outside every host loop too, that group gets the donor's subtree (its own
+    loops) and every other group a fresh nest (the loops its statements share, then each one's own:
+    :func:`~polyfuse.schedule.tiling.microtile.fresh_nest`); without any donor kernel, each group gets a
+    copy of the kernel's band (its fused loops). Only the new subtrees are flagged again
     (a distributed nest may be more parallel than the fused one); the rest of ``base`` keeps its flags.
     """
     subtrees = _top_level_kernels(donor) if donor is not None else {}
@@ -302,6 +338,13 @@ def distribute(prog: Program, base: isl.Schedule, view: DepView, parts: Mapping[
             node = node.cut().insert_sequence(filters)
             for k, source in enumerate(sources):
                 node = _copy_into(node.child(k).child(0), source).parent().parent()
+        elif node.get_schedule_depth() == 0 and any(s is not None for s in sources):
+            node = node.cut().insert_sequence(filters)  # a group without a donor kernel: a fresh nest
+            order = {st.name: n for n, st in enumerate(prog.statements)}
+            for k, (source, group) in enumerate(zip(sources, groups)):
+                leaf = node.child(k).child(0)
+                node = (_copy_into(leaf, source) if source is not None else
+                        fresh_nest(prog, leaf, sorted(group, key=order.get))).parent().parent()
         else:
             node = node.insert_sequence(filters)
         return annotate(node, view)

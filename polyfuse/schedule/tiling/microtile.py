@@ -188,7 +188,7 @@ def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView) ->
         node = node.insert_sequence(statement_filters(prog, groups))
         for k, group in enumerate(groups):
             if group != [candidates[0]]:  # the others start afresh: isl's fused band may be skewed around the update
-                node = _fresh_nest(prog, node.child(k).child(0).cut(), sorted(group, key=order.get)).parent().parent()
+                node = fresh_nest(prog, node.child(k).child(0).cut(), sorted(group, key=order.get)).parent().parent()
         return node
 
     tree = split(base.get_root(), at_kernel).get_schedule()
@@ -197,7 +197,7 @@ def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView) ->
     return annotate(tree.get_root(), view).get_schedule()
 
 
-def _fresh_nest(prog: Program, leaf: isl.ScheduleNode, group: Sequence[str]) -> isl.ScheduleNode:
+def fresh_nest(prog: Program, leaf: isl.ScheduleNode, group: Sequence[str]) -> isl.ScheduleNode:
     """At ``leaf``: a band over the iterators all statements of ``group`` share by position (rows, then
     the elementwise dimensions), then the statements in source order, each with a band over the rest of
     its own iterators. Returns the node at the leaf's position."""
