@@ -13,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pydot
 import pytest
 
@@ -452,7 +453,7 @@ def test_defines_on_a_python_file_are_an_error(capsys):
 
 
 def test_run_random_inputs_have_the_declared_dtypes_and_range():
-    values = running.random_arguments(K.gemm_acc, {"N": 4, "M": 3, "K": 2}, __import__("numpy").random.default_rng(0))
+    values = running.random_arguments(K.gemm_acc, {"N": 4, "M": 3, "K": 2}, np.random.default_rng(0))
     assert values["A"].shape == (4, 2) and values["A"].dtype.name == "float32"
     assert all(0.5 <= v.min() and v.max() < 1.5 for v in (values["A"], values["B"], values["C"]))
     assert (values["N"], values["M"], values["K"]) == (4, 3, 2)
@@ -583,3 +584,28 @@ def test_python_m_polyfuse_exit_codes(tmp_path):
     assert run_module("show", tmp_path / "missing.py").returncode == 1
     usage = run_module("deps", "--format", "svg", "examples/kernels.py::add_exp")
     assert usage.returncode == 2 and "usage:" in usage.stderr
+
+
+def test_run_check_draws_negative_integers_and_agrees_with_c_division(tmp_path, capsys):
+    """``run --check`` fills signed integer arrays with values of both signs (never 0), so a frontend that
+    gave C's truncating ``/`` and ``%`` floor semantics would fail the check against the interpreter."""
+    from polyfuse.cli.running import _random
+
+    values = _random(polyfuse.i32, (4000,), np.random.default_rng(0))
+    assert values.min() == -7 and values.max() == 7 and not (values == 0).any()
+    assert _random(polyfuse.u8, (100,), np.random.default_rng(0)).min() >= 1
+    path = tmp_path / "divmod.c"
+    path.write_text(textwrap.dedent("""\
+        void divmod(int n, int A[n], int Q[n], int R[n])
+        {
+        #pragma scop
+          for (int i = 0; i < n; i++) {
+            Q[i] = A[i] / 3;
+            R[i] = A[i] % 3;
+          }
+        #pragma endscop
+        }
+    """))
+    status, out, err = run_cli(capsys, "run", f"{path}::divmod", "--size", "n=64", "--check", "--target", "c", "--repeat", "1")
+    assert status == 0, err
+    assert "check: PASS" in out

@@ -1,7 +1,9 @@
 """Commands that execute: ``run`` (compile, check against the reference, time) and ``bench``.
 
 ``run`` fills every array argument with random values of its dtype (floats uniform in [0.5, 1.5), so
-divisions, square roots and logarithms stay finite; i32 in [1, 8)), and the scalar arguments likewise,
+divisions, square roots and logarithms stay finite; signed integers in [-7, -1] or [1, 7], negative values
+included so that C's truncating ``/`` and ``%`` are exercised, never 0 so that no division traps;
+unsigned ones in [1, 7]), and the scalar arguments likewise,
 from ``--seed``. ``--check`` runs the compiled program and ``pf.reference`` on copies of the same inputs
 and compares every output and inout array; each timed run starts from a fresh copy of the inputs too.
 """
@@ -101,7 +103,10 @@ def random_arguments(program: Program, sizes: Mapping[str, int], rng: np.random.
 def _random(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     if dtype.is_float:
         return np.asarray(rng.uniform(0.5, 1.5, shape)).astype(dtype.numpy)
-    return np.asarray(rng.integers(1, 8, shape)).astype(dtype.numpy)
+    magnitude = rng.integers(1, 8, shape)
+    if np.issubdtype(np.dtype(dtype.numpy), np.unsignedinteger):
+        return np.asarray(magnitude).astype(dtype.numpy)
+    return np.asarray(magnitude * rng.choice(np.array([-1, 1]), shape)).astype(dtype.numpy)
 
 
 def _copy(values: Mapping[str, Any]) -> dict[str, Any]:
