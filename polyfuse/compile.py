@@ -48,7 +48,7 @@ except ModuleNotFoundError as e:  # the CUDA runtime is optional (and pycuda wit
     cuda_runtime = None
 
 TARGETS = ("c", "cuda", "auto")
-SCHEDULE_OPTIONS = ("fusion", "tile", "params", "schedule", "isl_budget", "reassociate")
+SCHEDULE_OPTIONS = ("fusion", "tile", "params", "schedule", "isl_budget", "reassociate", "parallel")
 
 
 @dataclass(frozen=True, eq=False)

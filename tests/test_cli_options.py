@@ -103,3 +103,18 @@ def test_version():
 def test_threads_is_a_run_option(capsys):
     status, _, err = run_cli(capsys, "codegen", f"{KERNELS}::add_exp", "--target", "c", "--threads", "2")
     assert status == 1 and "--threads applies to `polyfuse run`" in err
+
+
+def test_parallel_override_chooses_the_openmp_loop_and_refuses_a_carried_one(capsys):
+    status, out, err = run_cli(capsys, "codegen", f"{KERNELS}::gemm_acc", "--target", "c", "--size", "N=64,M=96,K=32",
+                               "--parallel", "S1:j")
+    assert status == 0, err
+    assert "#pragma omp parallel for" in out
+    pragma = out.index("#pragma omp parallel for")
+    assert "c0 <= 11;" in out[pragma:pragma + 200]  # the parallel loop runs over j's tiles: 96 / 8
+    status, out, err = run_cli(capsys, "schedule", f"{KERNELS}::jacobi_2d", "--target", "c", "--size", "N=64,T=4",
+                               "--map", "S0:t")
+    assert status != 0 and "loop 't' is not a loop of its kernel's band" in err
+    assert parse("--parallel", "S1:i,j").parallel == [("S1", ("i", "j"))]
+    with pytest.raises(SystemExit):
+        parse("--parallel", "S1")

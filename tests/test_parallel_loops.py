@@ -229,3 +229,33 @@ def test_workers_are_placed_one_per_cpu_and_the_caller_is_left_free():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[1] == "0"
+
+
+@pf.program
+def _rowscan(A: pf.f32[H, W]):
+    for i in range(H):
+        for j in range(1, W):
+            A[i, j] = A[i, j - 1] + A[i, j]
+
+
+def test_a_chosen_parallel_loop_leads_the_kernel_and_a_carried_one_is_refused():
+    """parallel= puts the named loop outermost and parallel (C: the OpenMP loop, CUDA: the mapped
+    dimension); one that carries a dependence is an IllegalTransformError naming the dependence."""
+    from examples import kernels as K
+
+    sizes = {"N": 64, "M": 96, "K": 32}
+    exe = pf.compile(K.gemm_acc, target="c", params=sizes, parallel={"S1": "j"})
+    (pragma, header), = _omp_loops(exe.code.text)
+    assert _upper(header) == 96 // 8 - 1  # over j's tiles (8 wide), not i's
+    rng = np.random.default_rng(2)
+    a, b = rng.uniform(-1, 1, (64, 32)).astype(np.float32), rng.uniform(-1, 1, (32, 96)).astype(np.float32)
+    np.testing.assert_allclose(exe(A=a, B=b), a @ b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(pf.IllegalTransformError, match=r"loop 'j' cannot run in parallel: the flow dependence on 'A' "
+                                                       r"from S0 to S0 is carried by it"):
+        pf.schedule(_rowscan, target="c", params={"H": 100, "W": 100}, parallel={"S0": "j"})
+    cuda = pf.schedule(_rowscan, target="cuda", params={"H": 100, "W": 100}, parallel={"S0": "i"})
+    assert cuda.kernels[0].grid and cuda.kernels[0].block == (32,)
+    for bad, message in (({"S9": "i"}, "does not have"), ({"S0": "q"}, "not one of its loop iterators"),
+                         ({"S0": ("i", "i")}, "distinct iterator names")):
+        with pytest.raises(pf.PolyfuseError, match=message):
+            pf.schedule(_rowscan, target="c", parallel=bad)

@@ -5,6 +5,9 @@ usage, status 2) and the keyword arguments of ``pf.schedule`` / ``pf.compile`` t
 * ``--tile auto`` -> ``"auto"``, ``--tile none`` -> ``None``, ``--tile 32,32`` -> ``(32, 32)``;
   ``--tile S0:32,32 --tile S2:64`` -> ``{"S0": (32, 32), "S2": (64,)}`` (the sizes of the kernel band
   holding that statement; statements not named get the automatic choice)
+* ``--parallel S1:j`` / ``--map S1:i,j`` (repeatable) -> ``parallel={"S1": ("j",)}``: the loop(s) of that
+  statement's kernel to run in parallel (C: the OpenMP loop; CUDA: the mapped dimensions, outermost first),
+  checked like an explicit schedule (a loop that carries a dependence is refused, naming it)
 * ``--isl-budget 1000000`` / ``none`` -> ``isl_budget=1000000`` / ``None`` (unbounded)
 * ``--reassociate`` / ``--no-reassociate`` -> ``reassociate=True`` / ``False`` (absent: the default)
 * ``--threads N`` -> ``threads=N`` (C target: OpenMP threads; absent: ``OMP_NUM_THREADS`` or every core)
@@ -53,6 +56,15 @@ def tile(text: str) -> str | tuple[int, ...] | tuple[str, tuple[int, ...]] | Non
     return (statement.strip(), sizes) if sep else sizes
 
 
+def parallel(text: str) -> tuple[str, tuple[str, ...]]:
+    """An argparse type for ``S1:j`` or ``S1:i,j`` (a statement's parallel loops by iterator name)."""
+    statement, sep, names = text.partition(":")
+    its = tuple(t.strip() for t in names.split(","))
+    if not sep or not statement.strip().isidentifier() or not all(t.isidentifier() for t in its):
+        raise argparse.ArgumentTypeError(f"expected STATEMENT:ITERATOR[,ITERATOR] like S1:j or S1:i,j; got {text!r}")
+    return statement.strip(), its
+
+
 def budget(text: str) -> int | None:
     """An argparse type for ``--isl-budget``: a positive number of isl operations, or ``none`` (unbounded)."""
     if text.lower() == "none":
@@ -89,6 +101,11 @@ def add_schedule_options(parser: argparse.ArgumentParser, targets: tuple[str, ..
     )
     parser.add_argument(
         "--size", type=sizes, action="append", default=[], metavar="N=..,M=..", help="concrete sizes (repeatable)"
+    )
+    parser.add_argument(
+        "--parallel", "--map", dest="parallel", type=parallel, action="append", default=[], metavar="S:I[,J]",
+        help="run these loops of statement S's kernel in parallel (C: the OpenMP loop; CUDA: the mapped dimensions, "
+        "outermost first); repeatable; refused, naming the dependence, where a loop carries one",
     )
     parser.add_argument(
         "--isl-budget",
@@ -153,6 +170,8 @@ def schedule_options(args: argparse.Namespace, params: Mapping[str, int]) -> dic
     out: dict[str, Any] = {"fusion": args.fusion, "tile": tile_option(args.tile), "params": dict(params) or None}
     if args.isl_budget != DEFAULT_ISL_BUDGET:
         out["isl_budget"] = args.isl_budget
+    if getattr(args, "parallel", None):
+        out["parallel"] = dict(args.parallel)
     if args.reassociate is not None:
         out["reassociate"] = args.reassociate
     if getattr(args, "schedule", None):

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import islpy as isl
 
@@ -55,6 +55,7 @@ from polyfuse.schedule.fusion.scheduler import (
     user_tree,
 )
 from polyfuse.schedule.fusion.smart import Variant, apart_of, counted_microtiles, smart_by_traffic, unrated
+from polyfuse.schedule.mapping.choices import parallel_choices
 from polyfuse.schedule.mapping.kernels import Mapper, split
 from polyfuse.schedule.mapping.row_staging import stage_rows
 from polyfuse.schedule.mapping.rows import cooperative_rows
@@ -81,6 +82,7 @@ def schedule(
     isl_budget: int | None = DEFAULT_ISL_BUDGET,
     tile_search: TileSearch | None = None,
     reassociate: bool = True,
+    parallel: Mapping[str, str | Sequence[str]] | None = None,
 ) -> Schedule:
     """Schedule ``prog`` for ``target`` (``"c"`` or ``"cuda"``).
 
@@ -103,7 +105,11 @@ def schedule(
     autotuner passes its own to read the ranked candidates afterwards. ``reassociate``: whether float
     reductions may be reassociated and contracted (fused multiply-add, SIMD lanes and threads summing
     partial results); ``False`` keeps the source order of every operation exactly (see
-    ``docs/architecture.md``, "Reductions and reassociation").
+    ``docs/architecture.md``, "Reductions and reassociation"). ``parallel``: statement -> iterator name (or
+    names, outermost first) of the loop(s) to run in parallel in that statement's kernel: C's OpenMP loop
+    (a second one is collapsed with it), CUDA's mapped dimensions. The kernel's band is reordered to start
+    with them (tiled by the defaults, no micro-tile); a loop that carries a dependence, or one that is not
+    a loop of the kernel's band, is an :class:`IllegalTransformError` naming it.
     """
     if target not in TARGETS:
         raise PolyfuseError(f"unknown target {target!r} for pf.schedule; expected one of {', '.join(TARGETS)}")
@@ -116,6 +122,7 @@ def schedule(
         raise PolyfuseError(f"params names sizes that {prog.name} does not have: {', '.join(unknown)}")
     check_params(prog, params)
     validate_tile(tile, [s.name for s in prog.statements])
+    parallel = parallel_choices(prog, parallel)
     _check_tile_depth(prog, tile)
     label = "explicit" if schedule is not None else fusion
     limits = Limits(shared_memory=shared_memory, cache_bytes=cache_bytes)
@@ -139,10 +146,10 @@ def schedule(
         if wants_search and search is None:  # (after the dependences it reads)
             search = tile_search or TileSearch(prog, target, params, limits)  # shared by every variant: evaluations are cached
         try:
-            variant = _best(prog, deps, policy, schedule, target, label, tile, params, search, limits, budget)
+            variant = _best(prog, deps, policy, schedule, target, label, tile, params, search, limits, budget, parallel)
             best, notes = variant.schedule, list(variant.log)
             if schedule is None and policy == "smart":
-                best, more = _smart_by_traffic(prog, deps, variant, target, tile, params, search, limits, budget)
+                best, more = _smart_by_traffic(prog, deps, variant, target, tile, params, search, limits, budget, parallel)
                 notes += more
             view = DepView(deps, temporaries(prog), prog.context.get_space(), True)
             break
@@ -155,9 +162,10 @@ def schedule(
     return _keep_base(best, decide=decide, notes=tuple(notes), reassociate=bool(reassociate))
 
 
-def _map_and_check(prog, base, view, target, tile, params, search, microtiles: bool, cache_bytes: int | None = None):
+def _map_and_check(prog, base, view, target, tile, params, search, microtiles: bool, cache_bytes: int | None = None,
+                   parallel: Mapping[str, tuple[str, ...]] | None = None):
     """Host/kernel split, tiling and mapping, contraction of temporaries, and the legality check."""
-    mapper = Mapper(prog, target, tile, params, choose=search, microtiles=microtiles, cache_bytes=cache_bytes)
+    mapper = Mapper(prog, target, tile, params, choose=search, microtiles=microtiles, cache_bytes=cache_bytes, parallel=parallel)
     tree = split(base.get_root(), mapper).get_schedule()
     kernels = tuple(mapper.kernels)
     privatized = contract(prog, tree, kernels, view)
@@ -208,7 +216,7 @@ def _sequential(prog: Program, target: str, label: str, params, tile) -> Schedul
                     params=dict(params or {}), tile=tile)
 
 
-def _best(prog, deps, fusion, schedule, target, label, tile, params, search, limits, budget: IslBudget) -> Variant:
+def _best(prog, deps, fusion, schedule, target, label, tile, params, search, limits, budget: IslBudget, parallel=None) -> Variant:
     """The best legal variant under one policy (see the module docstring), with its tile-search notes."""
     # (relax the temporaries' order in isl's constraints, relax it when flagging parallel loops)
     attempts = [(True, True), (False, True), (False, False)] if schedule is None and fusion != "none" else [(False, True), (False, False)]
@@ -226,7 +234,7 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
                 if (base.to_str(), relax_view) in tried:
                     continue
                 tried.add((base.to_str(), relax_view))
-                sched, log = _finish(prog, base, view, target, label, tile, params, search, limits)
+                sched, log = _finish(prog, base, view, target, label, tile, params, search, limits, parallel)
         except IllegalTransformError as e:
             failures.append(e)
             continue
@@ -242,17 +250,18 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
     return min(done, key=lambda kv: kv[0])[1]
 
 
-def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, limits, budget: IslBudget) -> tuple[Schedule, list[str]]:
+def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, limits, budget: IslBudget,
+                      parallel=None) -> tuple[Schedule, list[str]]:
     """``fusion="smart"``, decided by bytes, kernel by kernel (``smart.py``), against minimal fusion."""
     try:
-        unfused = _best(prog, deps, "min", None, target, "smart", tile, params, search, limits, budget)
+        unfused = _best(prog, deps, "min", None, target, "smart", tile, params, search, limits, budget, parallel)
     except IllegalTransformError:
         return fused.schedule, []
     except BudgetExhausted as e:
         return fused.schedule, [unrated(f"minimal fusion not scheduled ({e})")]
 
     def finish(base: isl.Schedule, view: DepView) -> Schedule:
-        return _finish(prog, base, view, target, "smart", tile, params, search, limits)[0]
+        return _finish(prog, base, view, target, "smart", tile, params, search, limits, parallel)[0]
 
     chosen, notes = smart_by_traffic(prog, fused, unfused, finish, budget, params)
     if target == "c":  # a contraction is compute-bound: losing its register micro-tile costs more than bytes
@@ -265,21 +274,21 @@ def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, 
     return chosen, notes
 
 
-def _finish(prog, base, view, target, fusion, tile, params, search, limits) -> tuple[Schedule, list[str]]:
+def _finish(prog, base, view, target, fusion, tile, params, search, limits, parallel=None) -> tuple[Schedule, list[str]]:
     if search is not None:
         search.log = []
     mapped = None
     if fusion == "explicit":
         # the user's schedule is checked as given first (an illegal one is never reshaped into a legal one)
-        mapped = _map_and_check(prog, base, view, target, tile, params, search, False)
+        mapped = _map_and_check(prog, base, view, target, tile, params, search, False, parallel=parallel)
     if target == "c":  # C kernel shapes, kept only where the whole tree stays legal
         try:
             mapped = _map_and_check(prog, distribute_contractions(prog, base, view), view, target, tile, params, search, True,
-                                    limits.cache_bytes)
+                                    limits.cache_bytes, parallel=parallel)
         except IllegalTransformError:
             pass
     if mapped is None:
-        mapped = _map_and_check(prog, base, view, target, tile, params, search, False)
+        mapped = _map_and_check(prog, base, view, target, tile, params, search, False, parallel=parallel)
     tree, kernels, privatized = mapped
     if target == "cuda":  # one block per row where rows reduce into per-row values (checked inside)
         tree, kernels, privatized = cooperative_rows(prog, tree, kernels, privatized, view, params)

@@ -29,6 +29,7 @@ import islpy as isl
 
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T, member_map, prefix_through
+from polyfuse.schedule.mapping.choices import Choices, chosen_in, lead_with
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
 from polyfuse.schedule.tiling.interchange import stride_one_innermost
 from polyfuse.schedule.tiling.microtile import find_contraction, micro_tile
@@ -84,7 +85,7 @@ class Mapper:
     """Builds the kernels of one tree for one target (the ``make_kernel`` callback of :func:`split`)."""
 
     def __init__(self, prog: Program, target: str, tile, params: Mapping[str, int] | None, choose=None,
-                 microtiles: bool = False, cache_bytes: int | None = None) -> None:
+                 microtiles: bool = False, cache_bytes: int | None = None, parallel: Choices | None = None) -> None:
         self.prog = prog
         self.microtiles = microtiles  # C: register micro-tiles for contraction bands (``microtile.py``)
         self.cache_bytes = cache_bytes
@@ -93,19 +94,25 @@ class Mapper:
         self.params = params
         self.choose = choose  # (node, n_parallel, default sizes) -> sizes: the "auto" tile search, or None
         self.kernels: list[KernelInfo] = []
+        self.parallel = parallel  # the user's parallel loops per statement (``choices.py``)
 
     def __call__(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
         name = f"kernel{len(self.kernels)}"
         stmts = statements_of(node)
         domain = node.get_domain()
         flat = flat_depth(node)
-        work = self._work_per_launch(node) if node.get_type() == T.band and node.band_member_get_coincident(0) else None
+        chosen = chosen_in(self.prog, node, self.parallel, stmts)
+        if chosen is not None:  # the user's parallel loops lead the band; no kernel shape reorders them
+            node = lead_with(self.prog, node, *chosen)
+        parallel_band = node.get_type() == T.band and node.band_member_get_coincident(0)
+        work = self._work_per_launch(node) if parallel_band and chosen is None else None
         serial = (f"{work} statement instances per launch at these sizes, fewer than {SERIAL_INSTANCES}: starting "
                   "the OpenMP team would cost more than it saves") if work is not None and work < SERIAL_INSTANCES else ""
         if node.get_type() == T.band and node.band_member_get_coincident(0) and not serial:
             n_par = _leading_parallel(node)
-            micro = self._micro(node, stmts) if self.target == "c" else None
-            n_rows = row_members(self.prog, node) if self.target == "c" and micro is None and self.microtiles and _auto(self.tile, stmts) else 0
+            shapes = self.target == "c" and chosen is None
+            micro = self._micro(node, stmts) if shapes else None
+            n_rows = row_members(self.prog, node) if shapes and micro is None and self.microtiles and _auto(self.tile, stmts) else 0
             if micro is not None:
                 node, sizes = micro
             elif n_rows:

@@ -107,7 +107,7 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
     chain = merge_chain(node) if len(names) == 1 else node
     if chain.band_n_member() < 3:
         return None
-    dims = _member_iterators(chain, stmt)
+    dims = member_iterators(chain, stmt)
     if dims is None or len(set(dims)) != len(dims) or any(d not in dims and not _single_valued(stmt, d) for d in range(stmt.depth)):
         return None  # (an iterator with one value, a batch of 1 at concrete sizes, needs no member)
     write = access_coefficients(stmt.write.relation)
@@ -284,7 +284,7 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     run inside the register tile."""
     stmt = prog.statement(found.statement)
     node = merge_chain(node)
-    dims = _member_iterators(node, stmt)
+    dims = member_iterators(node, stmt)
     assert dims is not None
     kc = 256 if _itemsize(prog.arrays[stmt.write.array].dtype) <= 4 else 128  # as cache_tile_sizes
     if extent is not None and found.outer_reductions and 0 < extent(node, found.reduction) <= kc:
@@ -400,7 +400,7 @@ def _statements(node: isl.ScheduleNode) -> list[str]:
     return sorted(names)
 
 
-def _member_iterators(node: isl.ScheduleNode, stmt: Statement) -> list[int] | None:
+def member_iterators(node: isl.ScheduleNode, stmt: Statement) -> list[int] | None:
     """For each band member, the iterator of ``stmt`` it equals (``None`` unless every member is exactly
     one distinct iterator of the statement: no skew, no offset, no constant member)."""
     mupa = node.band_get_partial_schedule()
