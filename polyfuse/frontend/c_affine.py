@@ -225,6 +225,9 @@ class CAffine:
                           hint="subscript a named array: A[i][j] (no pointer arithmetic or struct members)")
         name = base.name
         b = r.lookup(name, scope)
+        if b.kind is NameKind.OTHER and isinstance(b.value, str) and b.value.startswith("an array of"):
+            raise r.error(base, f"`{name}` is {b.value}: `{text}` cannot be read or written",
+                          hint="use a supported element type: int or long for integers (unsigned int, short and long elements are not)")
         if b.kind is not NameKind.ARRAY:
             hint = "declare it as an array with its extents: double A[n][m]" if b.kind is NameKind.OTHER else None
             raise r.error(base, f"`{name}` is {b.value if b.kind is NameKind.OTHER and isinstance(b.value, str) else 'a ' + b.kind.value}, "

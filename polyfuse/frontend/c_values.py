@@ -57,7 +57,7 @@ _BASE_TYPES = {
     frozenset({"signed", "long", "int"}): i64, frozenset({"unsigned", "long"}): i64, frozenset({"unsigned", "long", "int"}): i64,
 }
 """C's arithmetic type specifiers (gcc on x86-64: char is signed, long is 64 bits). ``unsigned`` int and long
-are read as their signed forms (values of a SCoP's sizes and counters fit); ``unsigned short`` has no dtype."""
+are read as their signed forms for sizes and counters (their values fit); arrays of them, and of ``unsigned short``, are refused by the reader (``scop_c._Var``): unsigned elements read as signed would change ``/``, ``%``, ``>>`` and comparisons."""
 
 
 def dtype_of_names(names: list[str], typedefs: Mapping[str, list[str]] | None = None) -> DType | None:

@@ -124,8 +124,17 @@ class _Var:
         self.dtype: DType | None = None
         self.what = "a variable of an unsupported type"
         if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType):
-            self.dtype = dtype_of_names(t.type.names, typedefs)
-            self.what = f"a `{' '.join(t.type.names)}` variable"
+            names = t.type.names
+            self.dtype = dtype_of_names(names, typedefs)
+            self.what = f"a `{' '.join(names)}` variable"
+            if self.dims and not self.pointer:
+                if "unsigned" in names and "char" not in names:
+                    # (unsigned sizes and counters read as signed are harmless; unsigned elements are not:
+                    # /, %, >> and comparisons of values past the signed range would change meaning)
+                    self.dtype = None
+                if self.dtype is None:
+                    self.what = (f"an array of `{' '.join(names)}` elements, a type polyfuse does not support "
+                                 "(element types: char, signed/unsigned char, short, int, long, float, double)")
         elif isinstance(t, c_ast.TypeDecl) and isinstance(t.type, (c_ast.Struct, c_ast.Union)):
             self.what = "a struct"
         if self.pointer:
