@@ -425,3 +425,23 @@ def test_local_array_and_int_scalar_are_temporaries():
     pf.reference(p)(A=a, B=b)
     np.testing.assert_allclose(b, [10.0, 7.0, 4.0, 1.0])
     check_against_gcc(src, "f", {"A": np.random.default_rng(3).uniform(-5, 5, 6), "B": np.zeros(6)}, program=p)
+
+
+def test_include_dirs_find_the_users_headers(tmp_path):
+    """``include_dirs=`` (``-I DIR`` on the command line) is searched for ``#include`` files after the
+    file's own folder; without it the error says how to give one."""
+    (tmp_path / "hdr").mkdir()
+    (tmp_path / "hdr" / "sizes.h").write_text("#define LEN 12\n#define SCALE 3.0\n")
+    kernel = tmp_path / "k.c"
+    kernel.write_text('#include "sizes.h"\nvoid k(double A[LEN], double B[LEN]) {\n#pragma scop\n'
+                      "  for (int i = 0; i < LEN; i++) B[i] = SCALE * A[i];\n#pragma endscop\n}\n")
+    with pytest.raises(pf.SourceError, match="sizes.h: No such file.*include_dirs= in pf.from_c, -I DIR"):
+        pf.from_c(str(kernel))
+    prog = pf.from_c(str(kernel), include_dirs=[str(tmp_path / "hdr")])
+    a = np.arange(12, dtype=np.float64)
+    b = np.zeros(12)
+    pf.reference(prog)(A=a, B=b)
+    np.testing.assert_array_equal(b, 3.0 * a)
+    from polyfuse.cli.main import main
+
+    assert main(["show", str(kernel), "-I", str(tmp_path / "hdr")]) == 0

@@ -66,6 +66,8 @@ def add_target_argument(parser: argparse.ArgumentParser) -> None:
         help="C files: define a macro for the preprocessor (repeatable; VALUE defaults to 1)",
     )
     parser.add_argument("--assume", metavar="COND", help='C files: a condition on the sizes, e.g. "n >= 1"')
+    parser.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
+                        help="C files: a folder searched for #include files (repeatable)")
 
 
 def define(text: str) -> tuple[str, str]:

@@ -50,21 +50,23 @@ def split_target(target: str) -> tuple[Path, str | None]:
 
 def load(args: Namespace) -> Program:
     """The Program of a parsed command line: ``args.target`` with ``args.defines`` and ``args.assume``."""
-    return load_program(args.target, dict(getattr(args, "defines", None) or ()), getattr(args, "assume", None))
+    return load_program(args.target, dict(getattr(args, "defines", None) or ()), getattr(args, "assume", None),
+                        tuple(getattr(args, "include_dirs", None) or ()))
 
 
-def load_program(target: str, defines: Mapping[str, object] | None = None, assume: str | None = None) -> Program:
-    """The Program that ``FILE[::NAME]`` names; ``defines`` and ``assume`` apply to C files only."""
+def load_program(target: str, defines: Mapping[str, object] | None = None, assume: str | None = None,
+                 include_dirs: tuple[str, ...] = ()) -> Program:
+    """The Program that ``FILE[::NAME]`` names; ``defines``, ``assume`` and ``include_dirs`` apply to C files only."""
     path, name = split_target(target)
     if not path.is_file():
         what = "is not a file" if path.exists() else "no such file"
         raise LoadError(f"{path}: {what}")
     if path.suffix == ".c":
-        return _load_c(path, name, defines, assume)
+        return _load_c(path, name, defines, assume, include_dirs)
     if path.suffix != ".py":
         raise LoadError(f"{path}: expected a .py file (or a .c file with a SCoP)")
-    if defines or assume:
-        given = [o for o, v in (("-D", defines), ("--assume", assume)) if v]
+    if defines or assume or include_dirs:
+        given = [o for o, v in (("-D", defines), ("--assume", assume), ("-I", include_dirs)) if v]
         verb = "applies" if len(given) == 1 else "apply"
         raise LoadError(
             f"{path}: {' and '.join(given)} {verb} to C files only (a .py program states its sizes and assumptions itself)"
@@ -132,12 +134,14 @@ def pick_program(module: ModuleType, path: Path, name: str | None) -> Program:
     raise LoadError(f"{path}: defines {len(own)} programs; choose one with {path}::NAME, NAME one of: {', '.join(own)}")
 
 
-def _load_c(path: Path, name: str | None, defines: Mapping[str, object] | None, assume: str | None) -> Program:
+def _load_c(path: Path, name: str | None, defines: Mapping[str, object] | None, assume: str | None,
+            include_dirs: tuple[str, ...] = ()) -> Program:
     # The C frontend is an optional part of an installation: its absence is a one-line user error.
     if importlib.util.find_spec(C_FRONTEND) is None:
         raise LoadError(f"{path}: C files need the C frontend ({C_FRONTEND}), which this polyfuse does not have yet")
     frontend = importlib.import_module(C_FRONTEND)
-    return frontend.from_c(str(path), function=name, defines=dict(defines or {}) or None, assume=assume)
+    return frontend.from_c(str(path), function=name, defines=dict(defines or {}) or None, assume=assume,
+                           include_dirs=include_dirs)
 
 
 def _defined_here(found: dict[str, Program], path: Path) -> dict[str, Program]:

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,8 +179,12 @@ def is_text(source: str) -> bool:
     return "\n" in source or "{" in source
 
 
-def read_c(source: str, defines: Mapping[str, object] | None = None, assume: str | None = None) -> CUnit:
+def read_c(source: str, defines: Mapping[str, object] | None = None, assume: str | None = None,
+           include_dirs: Sequence[str | Path] = ()) -> CUnit:
     """Preprocess and parse a C file (a path) or C text into a :class:`CUnit`.
+
+    ``include_dirs`` are searched for ``#include`` files after the file's own folder (``-I``); polyfuse's
+    stand-ins for system headers and ``polybench.h`` still come first.
 
     With ``assume`` (a C condition on the sizes) a function ``__polyfuse_assume__`` holding ``if (assume);``
     is parsed along with the file, positioned in a pseudo-file ``<assume>``, so the condition goes through
@@ -209,7 +213,10 @@ def read_c(source: str, defines: Mapping[str, object] | None = None, assume: str
         lines[ASSUME_NAME] = [assume]
         # The condition sits alone on line 1 of the pseudo-file, so columns in it are the user's columns.
         body += f'\nvoid {ASSUME_FUNCTION}(void) {{ if (\n#line 1 "{ASSUME_NAME}"\n{assume}\n) ; }}\n'
-    expanded_text = _preprocess(body, filename, folder, defines)
+    for d in include_dirs:
+        if not Path(d).is_dir():
+            raise SourceError(f"include_dirs: {d} is not a folder")
+    expanded_text = _preprocess(body, filename, folder, defines, tuple(str(d) for d in include_dirs))
     unit = CUnit(ast=_parse(expanded_text, filename, lines), filename=filename, lines=lines)
     unit.expanded = _expanded_lines(expanded_text)
     return unit
@@ -240,7 +247,7 @@ def _compiler() -> str:
     raise SourceError("reading C needs a C preprocessor: no cc, gcc or clang on PATH")
 
 
-def _preprocess(text: str, filename: str, folder: Path, defines: dict[str, object]) -> str:
+def _preprocess(text: str, filename: str, folder: Path, defines: dict[str, object], include_dirs: tuple[str, ...] = ()) -> str:
     """``cc -E`` of ``text`` with line markers naming ``filename``; stand-in headers shadow system ones."""
     with tempfile.TemporaryDirectory(prefix="polyfuse-c-") as tmp:
         root = Path(tmp)
@@ -253,7 +260,7 @@ def _preprocess(text: str, filename: str, folder: Path, defines: dict[str, objec
         # The copy lives beside the stand-ins, so even `#include "polybench.h"` finds ours first.
         src = root / "polyfuse_input.c"
         src.write_text(f'#line 1 "{quoted}"\n{text}')
-        cmd = [_compiler(), "-E", "-nostdinc", "-w", "-I", str(root), "-I", str(folder),
+        cmd = [_compiler(), "-E", "-nostdinc", "-w", "-I", str(root), "-I", str(folder), *(f"-I{d}" for d in include_dirs),
                "-include", str(root / "polyfuse_prelude.h"), *(f"-D{k}={v}" for k, v in defines.items()), str(src)]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
@@ -270,7 +277,8 @@ def _preprocessor_error(stderr: str, filename: str) -> SourceError:
         if m:
             file, lineno = m.group(1), int(m.group(2))
             col = int(m.group(3)) - 1 if m.group(3) else None
-            hint = ("system headers are not read: polyfuse provides stand-ins for the usual ones (math.h, stdio.h, ...)"
+            hint = ("system headers are not read: polyfuse provides stand-ins for the usual ones (math.h, stdio.h, ...); "
+                    "for your own headers give their folder: include_dirs= in pf.from_c, -I DIR on the command line"
                     if "No such file" in m.group(4) else None)
             source_line = linecache.getline(file, lineno) or None
             return SourceError(f"C preprocessor: {m.group(4)}", filename=file, line=lineno, col=col, source_line=source_line, hint=hint)

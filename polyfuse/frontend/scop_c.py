@@ -45,6 +45,8 @@ decreasing forms, which keep their source order through the builder's ``reverse`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import islpy as isl
 from pycparser import c_ast
 
@@ -71,15 +73,16 @@ _OPS = ("=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=")
 
 @api_boundary
 def from_c(source: str, function: str | None = None, defines: dict[str, object] | None = None,
-           assume: str | None = None) -> Program:
+           assume: str | None = None, include_dirs: Sequence[str] = ()) -> Program:
     """The :class:`Program` of the SCoP in a C file (a path) or C text.
 
     ``source`` is C text when it holds a newline or ``{``, else a path. ``function`` names the function;
     without it the file's only function holding a ``#pragma scop`` (or its only function) is read.
     ``defines`` maps macro names to values (``-D NAME=VALUE``; they override the file's own ``#define``).
-    ``assume`` is a C condition on the size parameters added to the program's context.
+    ``assume`` is a C condition on the size parameters added to the program's context. ``include_dirs``:
+    folders searched for ``#include`` files after the file's own (``-I``).
     """
-    unit = read_c(source, defines, assume)
+    unit = read_c(source, defines, assume, include_dirs)
     fdef = select_function(unit, function)
     return CReader(unit, fdef).read()
 
