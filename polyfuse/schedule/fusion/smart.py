@@ -45,7 +45,7 @@ from polyfuse.errors import IllegalTransformError, PolyfuseError, warn
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, T, annotate, statement_filters
 from polyfuse.schedule.fusion.scheduler import BudgetExhausted, IslBudget
-from polyfuse.schedule.mapping.kernels import split, statements_of
+from polyfuse.schedule.mapping.kernels import box_volume, split, statements_of
 from polyfuse.schedule.model import KERNEL_MARK, Kernel, Schedule
 from polyfuse.schedule.tiling.microtile import MICROTILE_MARK, fresh_nest
 
@@ -240,13 +240,8 @@ def _microtiles(sched: Schedule) -> dict[str, int]:
         dom = sched.program.statement(tile.statement).domain
         for k, p in enumerate(dom.get_space().get_var_names(isl.dim_type.param)):
             dom = dom.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(dom.get_ctx(), fixed[p]))
-        volume = 1
-        for k in range(dom.dim(isl.dim_type.set)):
-            lo, hi = dom.dim_min_val(k), dom.dim_max_val(k)
-            if not (lo.is_int() and hi.is_int()):
-                return True
-            volume *= max(0, int(hi.to_python()) - int(lo.to_python()) + 1)
-        return volume >= MICROTILE_WORTH
+        volume = box_volume(dom)
+        return volume is None or volume >= MICROTILE_WORTH
 
     def walk(node: isl.ScheduleNode, kernel: str | None) -> None:
         if node.get_type() == T.mark:

@@ -155,11 +155,11 @@ class Mapper:
         sets: list[isl.Set] = []
         node.get_domain().intersect_params(fixed).foreach_set(sets.append)
         for s in sets:
-            volume = _box_volume(s)
+            volume = box_volume(s)
             if volume is None:
                 return None
             total += volume
-        hosts = _box_volume(isl.Set.from_union_set(node.get_prefix_schedule_union_map().intersect_params(fixed).range())) \
+        hosts = box_volume(isl.Set.from_union_set(node.get_prefix_schedule_union_map().intersect_params(fixed).range())) \
             if node.get_schedule_depth() else 1
         return None if hosts is None else total // max(hosts, 1)
 
@@ -243,7 +243,7 @@ class Mapper:
         return fixed & ctx
 
 
-def _box_volume(s: isl.Set) -> int | None:
+def box_volume(s: isl.Set) -> int | None:
     """The number of points of ``s``'s bounding box (its parameters fixed); ``None`` when unbounded."""
     if s.is_empty():
         return 0
