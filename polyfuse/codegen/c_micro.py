@@ -18,6 +18,7 @@ other shapes) is printed by the generic printer: :func:`microtile_lines` returns
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import islpy as isl
@@ -157,8 +158,8 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
         return None
     if any(not lp.degenerate and (lp.last is None or not lp.unit) for lp in inner_loops):
         return None
-    if rows.name in lane.ids | red.ids or lane.name in red.ids:
-        return None
+    if rows.name in red.ids or lane.name in red.ids:
+        return None  # (lane bounds that move with the row, a triangle, are handled: _Kernel.triangle_lines)
     if any((lp.ids | red.ids) & {rows.name, lane.name} for lp in inner_loops):
         return None
     coeffs = [access_coefficients(a.relation) for a in stmt.accesses]
@@ -206,6 +207,54 @@ class _Kernel:
         self.row_packed: dict[int, str] = {}  # row operands packed for the whole block (by access)
 
     def lines(self, d: int) -> list[str]:
+        if self.rows.name in self.lane.ids:
+            return self.triangle_lines(d)
+        return self.rectangle_lines(d)
+
+    def triangle_lines(self, d: int) -> list[str]:
+        """The lanes' bounds move with the row (syrk's ``j <= i``, covariance's ``j >= i``): row groups
+        outermost; in each, the lanes every row of the group has (``lo..hi``: the largest first lane, the
+        smallest last one) run as register tiles of ``MR`` rows, and each row's own lanes outside them one
+        at a time; the rows left over after the groups run alone. Nothing is packed: each tile's panel
+        differs. Each element still sums its ``k`` terms in order."""
+        i, j = self.rows.name, f"{self.lane.name}_"
+        self.packed, self.row_packed = {}, {}
+        mr = self.mr
+
+        def at(text: str, r: int) -> str:
+            return re.sub(rf"\b{re.escape(i)}\b", f"({i} + {r})", text) if r else text
+
+        lo, hi = f"{j}lo", f"{j}hi"
+        common_lo = _fold("polyfuse_max", [at(self.lane.init, r) for r in range(mr)])
+        common_hi = _fold("polyfuse_min", [at(self.lane.last, r) for r in range(mr)])
+        out = [_pad(d, f"int64_t {i} = {self.rows.init};"),
+               _pad(d, f"for (; {i} + {mr - 1} <= {self.rows.last}; {i} += {mr}) {{"),
+               _pad(d + 1, f"const int64_t {lo} = {common_lo}, {hi} = {common_hi};")]
+        for r in range(mr):  # each row's lanes before lo and after hi
+            row = f"({i} + {r})" if r else i
+            first, last = at(self.lane.init, r), at(self.lane.last, r)
+            for start, stop in ((first, f"polyfuse_min({last}, {lo} - 1)"), (f"polyfuse_max(polyfuse_max({first}, {lo}), {hi} + 1)", last)):
+                out += [_pad(d + 1, f"for (int64_t {j} = {start}; {j} <= {stop}; {j} += 1) {{"),
+                        *self._tile(d + 2, 1, 0, row, j),
+                        _pad(d + 1, "}")]
+        out += [_pad(d + 1, f"int64_t {j} = {lo};"), *self._strips(d + 1, mr, i, j, hi), _pad(d, "}"),
+                _pad(d, f"for (; {i} <= {self.rows.last}; {i} += 1) {{"),
+                _pad(d + 1, f"int64_t {j} = {self.lane.init};"), *self._strips(d + 1, 1, i, j, self.lane.last), _pad(d, "}")]
+        return [_pad(d - 1, "{"), *out, _pad(d - 1, "}")]
+
+    def _strips(self, d: int, n_rows: int, i: str, j: str, last: str) -> list[str]:
+        """Lanes ``j..last`` of ``n_rows`` rows from ``i``: two vectors at a time, one, half of one, one lane."""
+        out: list[str] = []
+        for w, width, n_vec in (("v", f"{NR_VECTORS} * {self.vl}", NR_VECTORS), ("v", self.vl, 1),
+                                ("h", f"PF_HL_{self.t.name}", 1), ("v", "1", 0)):
+            self.w = w
+            out += [_pad(d, f"for (; {j} + {width} - 1 <= {last}; {j} += {width}) {{"),
+                    *self._tile(d + 1, n_rows, n_vec, i, j),
+                    _pad(d, "}")]
+        self.w = "v"
+        return out
+
+    def rectangle_lines(self, d: int) -> list[str]:
         """Lanes outermost (a ``k x NR`` panel of the lane operand stays in L1 while the row groups pass),
         then row groups of ``MR``, then the remainders: one full vector of lanes, then half a vector, then
         one lane at a time; ``MR / 2`` rows, then one row at a time."""
@@ -408,6 +457,14 @@ class _Kernel:
                 terms.append(str(const))
             indices.append(" + ".join(terms).replace("+ -", "- "))
         return self.p.dialect.access(acc.array, indices)
+
+
+def _fold(fn: str, terms: Sequence[str]) -> str:
+    """``fn(fn(a, b), c)...`` of C expressions (one term: itself)."""
+    out = terms[0]
+    for t in terms[1:]:
+        out = out if t == out else f"{fn}({out}, {t})"
+    return out
 
 
 def _pad(d: int, text: str) -> str:
