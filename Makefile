@@ -57,7 +57,7 @@ bench-quick: $(BENCH_STAMP)
 	$(BENCH_RUN) --quick
 
 # PolyBench-style kernels at MEDIUM and LARGE, 1 and 2 threads, against gcc -O3, Polly (clang-16) and Pluto
-# (polycc, found through $$POLYCC or the PATH); peers not installed are skipped. About an hour on 2 cores.
+# (polycc, found through $$POLYCC or the PATH); peers not installed are skipped. About 45 minutes on 2 cores.
 # PB_ARGS passes more options (e.g. PB_ARGS="--sizes MEDIUM --only gemm,lu --threads 2").
 PB_ARGS ?=
 bench-polybench: $(STAMP)

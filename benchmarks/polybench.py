@@ -408,6 +408,7 @@ def run(sizes: Sequence[str] = ("MEDIUM", "LARGE"), threads: Sequence[int] = (1,
                 for t in threads:
                     row["timings"].append(time_case(case, t, s))
             row["wall_s"] = round(time.perf_counter() - t0, 2)
+            row["load_average"] = os.getloadavg()  # the machine is shared: which rows ran beside other work
             rows.append(row)
             _log(_summary(row))
             del case
