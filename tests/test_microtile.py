@@ -192,11 +192,13 @@ def test_a_long_channel_reduction_keeps_the_window_outside_the_register_tile():
 
 
 @pytest.mark.parametrize("name, sizes", [("covariance", {"N": 31, "M": 27}), ("covariance", {"N": 7, "M": 45}),
-                                         ("correlation", {"N": 29, "M": 37})])
+                                         ("correlation", {"N": 29, "M": 37}), ("syrk", {"N": 37, "M": 29}),
+                                         ("syr2k", {"N": 45, "M": 131})])
 def test_triangular_contractions_get_register_tiles_and_match_gcc(name, sizes):
-    """covariance's ``for j >= i``: the lanes of a row group that every row has run as register tiles, each
-    row's others one at a time; checked against gcc's build of the source (odd sizes: every remainder).
-    (syrk's ``A[j][k]`` is not contiguous along the lane ``j``: no register tile there yet.)"""
+    """covariance's ``for j >= i`` and syrk's ``j <= i``: the lanes of a row group that every row has run
+    as register tiles, each row's others one at a time; syrk's ``A[j][k]``, strided along the lane, is
+    gathered into a panel per strip. Checked against gcc's build of the source (odd sizes: every
+    remainder; syr2k: two k tiles)."""
     from pathlib import Path
 
     from tests.c_oracle import check_against_gcc
@@ -217,3 +219,26 @@ def test_triangular_contractions_get_register_tiles_and_match_gcc(name, sizes):
         if name == "syr2k":
             args["B"] = rng.uniform(-1, 1, (n, m))
     check_against_gcc(source, f"kernel_{name}", args, defines=sizes, program=prog, rtol=1e-12, atol=1e-12)
+
+
+@pf.program
+def _matmul_nt(A: pf.f32[M, Kd], W: pf.f32[N, Kd], C: pf.f32[M, N]):
+    for i in range(M):
+        for j in range(N):
+            C[i, j] = 0.0
+            for k in range(Kd):
+                C[i, j] += A[i, k] * W[j, k]
+
+
+@pytest.mark.parametrize("sizes", [(13, 300, 61), (64, 40, 37)])
+def test_a_weight_read_across_the_lanes_is_gathered_per_strip(sizes):
+    """``C = A @ W.T`` (a linear layer's weight, [out, in]): ``W[j, k]`` moves a whole row per lane, so each
+    strip gathers its ``k x NR`` panel lane by lane and the register tile reads it as vectors."""
+    m, k, n = sizes
+    sched = pf.schedule(_matmul_nt, target="c", params={"M": m, "K": k, "N": n}, fusion="min")
+    assert _marks(sched) and "gather2[" in pf.codegen(sched).text
+    rng = np.random.default_rng(k)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+    c = pf.compile(_matmul_nt, target="c", params={"M": m, "K": k, "N": n}, fusion="min")(A=a, W=w)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ w.T, rtol=1e-5 * k, atol=1e-5 * k)

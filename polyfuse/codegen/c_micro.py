@@ -205,6 +205,7 @@ class _Kernel:
         self.mr = info.mr
         self.packed: dict[int, str] = {}  # vector operands packed for the current lane strip
         self.row_packed: dict[int, str] = {}  # row operands packed for the whole block (by access)
+        self.gathered: dict[int, tuple[str, str]] = {}  # strided lane operands gathered for the current strip
 
     def lines(self, d: int) -> list[str]:
         if self.rows.name in self.lane.ids:
@@ -249,8 +250,10 @@ class _Kernel:
                                 ("h", f"PF_HL_{self.t.name}", 1), ("v", "1", 0)):
             self.w = w
             out += [_pad(d, f"for (; {j} + {width} - 1 <= {last}; {j} += {width}) {{"),
+                    *(self._gather(d + 1, j, width) if n_vec else []),
                     *self._tile(d + 1, n_rows, n_vec, i, j),
                     _pad(d, "}")]
+            self.gathered = {}
         self.w = "v"
         return out
 
@@ -264,15 +267,18 @@ class _Kernel:
         out += [_pad(d, f"int64_t {j} = {self.lane.init};"),
                 _pad(d, f"for (; {j} + {width} - 1 <= {self.lane.last}; {j} += {width}) {{")]
         out += self._pack(d + 1, j)
+        out += self._gather(d + 1, j, width)
         out += self._rows(d + 1, i, j, NR_VECTORS)
         out.append(_pad(d, "}"))
         self.packed = {}
         for w, vl in (("v", self.vl), ("h", f"PF_HL_{self.t.name}")):
             self.w = w
             out += [_pad(d, f"for (; {j} + {vl} - 1 <= {self.lane.last}; {j} += {vl}) {{"),
+                    *self._gather(d + 1, j, vl),
                     *self._rows(d + 1, i, j, 1),
                     _pad(d, "}")]
         self.w = "v"
+        self.gathered = {}
         out += [_pad(d, f"for (; {j} <= {self.lane.last}; {j} += 1) {{"),
                 *self._rows(d + 1, i, j, 0),
                 _pad(d, "}")]
@@ -300,6 +306,35 @@ class _Kernel:
                 env[self.info.lane] = f"({j} + {v} * {self.vl})" if v else j
                 lines.append(_pad(d + 1, f"{name}[({k} - {lo}) * {NR_VECTORS} + {v}] = pf_vload_{self.t.name}(&{self._access(n, env)});"))
             lines.append(_pad(d, "}"))
+        return lines
+
+    def _strided(self) -> list[int]:
+        """The reads that move with the lane but not contiguously (syrk's ``A[j][k]``): vector strips read
+        them from a panel gathered per strip (:meth:`_gather`)."""
+        lane = self._dim(self.info.lane)
+        out = []
+        for n, coeffs in enumerate(self.coeffs):
+            steps = [c[0][lane] for c in coeffs]
+            if n != self.stmt.target and any(steps) and not (steps[-1] == 1 and not any(steps[:-1])):
+                out.append(n)
+        return out
+
+    def _gather(self, d: int, j: str, width: str) -> list[str]:
+        """Copy the ``k x width`` panel of each strided lane operand, lane by lane (each lane's ``k`` run is
+        contiguous in memory), into an aligned local buffer for the strip starting at lane ``j``."""
+        self.gathered = {}
+        k, lo = self.red.name, self.red.init
+        lines: list[str] = []
+        for n in self._strided():
+            name = f"gather{n}"
+            self.gathered[n] = (name, f"({width})")
+            env = dict(self.loop_of)
+            env[self.info.lane] = f"({j} + l_)"
+            lines += [_pad(d, f"{self.ctype} {name}[{self.info.k_tile} * ({width})] __attribute__((aligned(64)));"),
+                      _pad(d, f"for (int64_t l_ = 0; l_ < ({width}); l_ += 1) {{"),
+                      _pad(d + 1, f"for (int64_t {k} = {lo}; {k} <= {self.red.last}; {k} += 1) {{"),
+                      _pad(d + 2, f"{name}[({k} - {lo}) * ({width}) + l_] = {self._access(n, env)};"),
+                      _pad(d + 1, "}"), _pad(d, "}")]
         return lines
 
     def _pack_rows(self, d: int, i: str) -> list[str]:
@@ -386,7 +421,10 @@ class _Kernel:
                 for v in (lanes if lane_dep else [0]):
                     name = f"op{n}_{r}_{v}"
                     shared[(n, r, v)] = name
-                    if vec and n in self.packed:
+                    if vec and n in self.gathered:
+                        name_g, width = self.gathered[n]
+                        value = f"pf_{self.w}load_{self.t.name}(&{name_g}[({k} - {self.red.init}) * {width} + {v} * {self.vl}])"
+                    elif vec and n in self.packed:
                         value = f"{self.packed[n]}[({k} - {self.red.init}) * {NR_VECTORS} + {v}]"
                     elif n in self.row_packed and n_rows == self.mr:
                         packed = f"{self.row_packed[n]}[{self._row_slot(row, r)}]"

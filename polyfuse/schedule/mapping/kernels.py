@@ -159,9 +159,15 @@ class Mapper:
             if volume is None:
                 return None
             total += volume
-        hosts = box_volume(isl.Set.from_union_set(node.get_prefix_schedule_union_map().intersect_params(fixed).range())) \
-            if node.get_schedule_depth() else 1
-        return None if hosts is None else total // max(hosts, 1)
+        hosts = 1
+        if node.get_schedule_depth():  # the host loops' iterations (the prefix may land in several spaces)
+            prefixes: list[isl.Set] = []
+            node.get_prefix_schedule_union_map().intersect_params(fixed).range().foreach_set(prefixes.append)
+            volumes = [box_volume(p) for p in prefixes]
+            if any(v is None for v in volumes):
+                return None
+            hosts = max(volumes, default=1)
+        return total // max(hosts, 1)
 
     def _enough_parallel_tiles(self, node: isl.ScheduleNode, sizes: tuple[int, ...], n_par: int) -> tuple[int, ...]:
         """C: ``sizes`` with the tiles of the first two parallel members halved until their tile loops give

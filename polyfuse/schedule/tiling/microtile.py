@@ -119,8 +119,10 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
         return None
     lane = lanes[0]
     reads = _read_coefficients(stmt)
-    if any(stride_along(c, dims[lane]) == "other" for c in reads):
-        return None
+    reduction = reductions[-1]
+    for c in reads:  # a read strided along the lane (syrk's A[j][k]) is gathered into a packed panel, so it
+        if stride_along(c, dims[lane]) == "other" and not gatherable(c, dims, lane, reduction, reductions):
+            return None  # must not move with any other member than the lane and the reduction
     # rows and lane must be parallel members of the first band (zero distance for every dependence there)
     rows = [m for m, d in enumerate(dims) if m != lane and m not in reductions and m < first and chain.band_member_get_coincident(m)]
     if not rows or lane >= first or not chain.band_member_get_coincident(lane):
@@ -129,10 +131,17 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
     # loaded as vectors are shared by the rows of the tile and only broadcasts differ per row
     vector_reads = [c for c in reads if stride_along(c, dims[lane]) == "one"]
     row = min(rows, key=lambda m: (sum(1 for c in vector_reads if stride_along(c, dims[m]) != "zero"), -m))
-    reduction = reductions[-1]  # the innermost: every element keeps its source order of terms
+    # (reduction: the innermost, so every element keeps its source order of terms)
     coincident = [m for m in range(len(dims)) if m not in (row, lane) and m not in reductions]
     outer = tuple(m for m in reductions if m != reduction)
     return Contraction(stmt.name, row, lane, reduction, tuple(coincident) + outer, outer)
+
+
+def gatherable(c: Coefficients, dims: Sequence[int], lane: int, reduction: int, reductions: Sequence[int]) -> bool:
+    """Whether a read strided along the lane can be gathered into a ``k x NR`` panel per lane strip: it
+    moves with the lane and the innermost reduction only (not with the rows: the panel is shared by them;
+    not with further reductions: they may run inside the tile, outside the panel's ``k``)."""
+    return all(stride_along(c, dims[m]) == "zero" for m in range(len(dims)) if m not in (lane, reduction))
 
 
 def merge_chain(node: isl.ScheduleNode) -> isl.ScheduleNode:
@@ -163,7 +172,10 @@ def contraction_statement(stmt: Statement) -> bool:
     if kinds.count("one") != 1 or "zero" not in kinds or "other" not in kinds:
         return False
     lane = kinds.index("one")
-    return not any(stride_along(c, lane) == "other" for c in _read_coefficients(stmt))
+    zeros = [d for d, kind in enumerate(kinds) if kind == "zero"]
+    identity = list(range(stmt.depth))
+    return all(stride_along(c, lane) != "other" or gatherable(c, identity, lane, zeros[-1], zeros)
+               for c in _read_coefficients(stmt))
 
 
 def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView) -> isl.Schedule:
@@ -287,7 +299,8 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     dims = member_iterators(node, stmt)
     assert dims is not None
     kc = 256 if _itemsize(prog.arrays[stmt.write.array].dtype) <= 4 else 128  # as cache_tile_sizes
-    if extent is not None and found.outer_reductions and 0 < extent(node, found.reduction) <= kc:
+    gathered = any(stride_along(c, dims[found.lane]) == "other" for c in _read_coefficients(stmt))
+    if extent is not None and found.outer_reductions and 0 < extent(node, found.reduction) <= kc and not gathered:
         inner = tuple(m for m in found.outer_reductions if 0 < extent(node, m) <= INNER_REDUCTION_EXTENT)
         found = dataclasses.replace(found, inner=inner if len(inner) == len(found.outer_reductions) else ())
     node = reorder(node, found.order)
