@@ -158,8 +158,22 @@ def schedule(
                 raise _explicit_over_budget(e) from None
             policy = budget.fall_back(policy, e, stage=True)
     notes = budget.notes + notes
+    if _only_fine_grained(best, schedule):
+        best = _sequential(prog, target, label, params, tile)
+        view = None
+        notes.append("every kernel runs on one thread at these sizes (each parallel loop launch does too little work), "
+                     "so the reordering that exposed that parallelism (e.g. a wavefront) would only cost locality: "
+                     "the program runs in its source order")
     decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best)) if view is not None else None  # on first explain()
     return _keep_base(best, decide=decide, notes=tuple(notes), reassociate=bool(reassociate))
+
+
+def _only_fine_grained(sched: Schedule, explicit) -> bool:
+    """C: whether no kernel of ``sched`` runs in parallel and some only because each launch is tiny
+    (``Kernel.serial``): the parallelism the scheduler found is too fine-grained to use."""
+    if sched.target != "c" or explicit is not None or not sched.kernels:
+        return False
+    return all(k.parallel_depth == 0 for k in sched.kernels) and any(k.serial for k in sched.kernels)
 
 
 def _map_and_check(prog, base, view, target, tile, params, search, microtiles: bool, cache_bytes: int | None = None,

@@ -162,7 +162,7 @@ class Mapper:
         hosts = 1
         if node.get_schedule_depth():  # the host loops' iterations (the prefix may land in several spaces)
             prefixes: list[isl.Set] = []
-            node.get_prefix_schedule_union_map().intersect_params(fixed).range().foreach_set(prefixes.append)
+            node.get_prefix_schedule_union_map().intersect_domain(node.get_domain()).intersect_params(fixed).range().foreach_set(prefixes.append)
             volumes = [box_volume(p) for p in prefixes]
             if any(v is None for v in volumes):
                 return None
