@@ -22,14 +22,12 @@ import re
 from collections.abc import Callable, Sequence
 
 import islpy as isl
-import numpy as np
 
 from polyfuse.codegen.ast import expr_ids, statement_call
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
 from polyfuse.schedule.tiling.microtile import NR_VECTORS, Coefficients, MicroTile, access_coefficients
 
 INDENT = "    "
-ROW_PACK_BYTES = 128 * 1024  # the largest row-operand block packed on the stack (Mc x Kc elements)
 Op = isl.ast_expr_op_type
 
 VECTOR_HELPERS = """
@@ -204,7 +202,6 @@ class _Kernel:
         self.w = "v"  # the width of the current strip's vectors: "v" full, "h" half
         self.mr = info.mr
         self.packed: dict[int, str] = {}  # vector operands packed for the current lane strip
-        self.row_packed: dict[int, str] = {}  # row operands packed for the whole block (by access)
         self.gathered: dict[int, tuple[str, str]] = {}  # strided lane operands gathered for the current strip
 
     def lines(self, d: int) -> list[str]:
@@ -219,7 +216,7 @@ class _Kernel:
         at a time; the rows left over after the groups run alone. Nothing is packed: each tile's panel
         differs. Each element still sums its ``k`` terms in order."""
         i, j = self.rows.name, f"{self.lane.name}_"
-        self.packed, self.row_packed = {}, {}
+        self.packed = {}
         mr = self.mr
 
         def at(text: str, r: int) -> str:
@@ -263,8 +260,7 @@ class _Kernel:
         one lane at a time; ``MR / 2`` rows, then one row at a time."""
         i, j = self.rows.name, f"{self.lane.name}_"
         width = f"{NR_VECTORS} * {self.vl}"
-        out = self._pack_rows(d, i)
-        out += [_pad(d, f"int64_t {j} = {self.lane.init};"),
+        out = [_pad(d, f"int64_t {j} = {self.lane.init};"),
                 _pad(d, f"for (; {j} + {width} - 1 <= {self.lane.last}; {j} += {width}) {{")]
         out += self._pack(d + 1, j)
         out += self._gather(d + 1, j, width)
@@ -337,38 +333,6 @@ class _Kernel:
                       _pad(d + 1, "}"), _pad(d, "}")]
         return lines
 
-    def _pack_rows(self, d: int, i: str) -> list[str]:
-        """Copy each row operand (moving with the row and with ``k``, not with the lane: ``A[i][k]`` of a
-        matmul) into a contiguous, aligned block once per cache tile, laid out group by group of ``MR``
-        rows as ``[k][MR]``: a register tile then reads one sequential stream instead of ``MR`` rows a
-        matrix row apart (operand packing). Full groups only; remainder rows read the array."""
-        self.row_packed = {}
-        info = self.info
-        if self.inner or not (info.k_tile and info.m_tile) or info.k_tile * info.m_tile * np.dtype(self.t.numpy).itemsize > ROW_PACK_BYTES:
-            return []
-        k, lo = self.red.name, self.red.init
-        lines: list[str] = []
-        for n in range(len(self.stmt.accesses)):
-            if n == self.stmt.target:
-                continue
-            row_dep, lane_dep = self._depends(n)
-            if not row_dep or lane_dep or not any(c[0][self._dim(info.reduction)] for c in self.coeffs[n]):
-                continue
-            name = self.row_packed[n] = f"rpack{n}"
-            env = dict(self.loop_of)
-            lines += [_pad(d, f"{self.ctype} {name}[{info.m_tile} * {info.k_tile}] __attribute__((aligned(64)));"),
-                      _pad(d, f"for (int64_t {i} = {self.rows.init}; {i} + {self.mr - 1} <= {self.rows.last}; {i} += {self.mr}) {{"),
-                      _pad(d + 1, f"for (int64_t {k} = {lo}; {k} <= {self.red.last}; {k} += 1) {{")]
-            for r in range(self.mr):
-                env[info.rows] = f"({i} + {r})" if r else i
-                lines.append(_pad(d + 2, f"{name}[{self._row_slot(i, r)}] = {self._access(n, env)};"))
-            lines += [_pad(d + 1, "}"), _pad(d, "}")]
-        return lines
-
-    def _row_slot(self, i: str, r: int) -> str:
-        """Where row ``i + r`` (``i`` the first row of its group) and the current ``k`` sit in a row pack."""
-        return f"({i} - {self.rows.init}) * {self.info.k_tile} + ({self.red.name} - {self.red.init}) * {self.mr} + {r}"
-
     def _rows(self, d: int, i: str, j: str, n_vec: int) -> list[str]:
         out = [_pad(d, f"int64_t {i} = {self.rows.init};")]
         for n_rows in sorted({self.mr, max(1, self.mr // 2), 1}, reverse=True):
@@ -426,9 +390,6 @@ class _Kernel:
                         value = f"pf_{self.w}load_{self.t.name}(&{name_g}[({k} - {self.red.init}) * {width} + {v} * {self.vl}])"
                     elif vec and n in self.packed:
                         value = f"{self.packed[n]}[({k} - {self.red.init}) * {NR_VECTORS} + {v}]"
-                    elif n in self.row_packed and n_rows == self.mr:
-                        packed = f"{self.row_packed[n]}[{self._row_slot(row, r)}]"
-                        value = f"pf_{self.w}set_{self.t.name}({packed})" if vec else packed
                     elif vec and lane_dep:
                         value = f"pf_{self.w}load_{self.t.name}({address(n, r, v)})"
                     elif vec:
