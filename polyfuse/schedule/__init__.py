@@ -158,12 +158,17 @@ def schedule(
                 raise _explicit_over_budget(e) from None
             policy = budget.fall_back(policy, e, stage=True)
     notes = budget.notes + notes
-    if _only_fine_grained(best, schedule):
-        best = _sequential(prog, target, label, params, tile)
-        view = None
-        notes.append("every kernel runs on one thread at these sizes (each parallel loop launch does too little work), "
-                     "so the reordering that exposed that parallelism (e.g. a wavefront) would only cost locality: "
-                     "the program runs in its source order")
+    if policy != "sequential" and label != "none" and _only_fine_grained(best, schedule):
+        try:
+            with budget.stage("the source order"):
+                source = _best(prog, deps, "none", None, target, label, tile, params, search, limits, budget, parallel)
+        except (BudgetExhausted, IllegalTransformError):
+            source = None
+        if source is not None:
+            best = source.schedule
+            notes.append("every kernel runs on one thread at these sizes (each parallel loop launch does too little work), "
+                         "so the reordering that exposed that parallelism (e.g. a wavefront) would only cost locality: "
+                         "the program runs in its source order")
     decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best)) if view is not None else None  # on first explain()
     return _keep_base(best, decide=decide, notes=tuple(notes), reassociate=bool(reassociate))
 
