@@ -126,7 +126,7 @@ class PreparedCall:
     __slots__ = ("_run", "_returned", "_keep")
 
     def __init__(self, run: Callable[[], None], returned: Any, keep: Any) -> None:
-        self._run, self._returned, self._keep = run, returned, keep  # keep: the arrays bound, kept alive
+        self._run, self._returned, self._keep = run, returned, keep  # keep: what the call's addresses point into
 
     def __call__(self) -> Any:
         self._run()
@@ -191,7 +191,8 @@ class Executable:
         else:
             def run() -> None:
                 compiled.function(*values)
-        return PreparedCall(run, bound.returned, (bound.arrays, temporaries))
+        # kept alive with it: the executable (its temporary buffers are passed by address) and the arrays
+        return PreparedCall(run, bound.returned, (self, bound.arrays, temporaries))
 
     @api_boundary
     def profile(self, *args: Any, **kwargs: Any) -> Profile:

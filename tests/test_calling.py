@@ -50,6 +50,19 @@ def test_a_prepared_call_reruns_on_the_arrays_it_was_bound_to(add):
     np.testing.assert_allclose(threaded(), expected_add(a), rtol=1e-6)
 
 
+def test_a_prepared_call_keeps_the_temporaries_it_points_into_alive():
+    """The C code gets temporaries by address: a PreparedCall outliving its Executable must keep them."""
+    import gc
+
+    n = 4096  # work enough for a parallel kernel with its temporary B (fusion none: B is not contracted)
+    a = rand(n, 8)
+    run = pf.compile(add_exp, target="c", fusion="none").prepare(a)
+    gc.collect()
+    junk = [np.full((n, 8), 7.0, np.float32) for _ in range(8)]  # would reuse freed buffers
+    np.testing.assert_allclose(run(), expected_add(a), rtol=1e-6)
+    assert all((j == 7.0).all() for j in junk)  # nothing written into memory the executable had freed
+
+
 def test_new_shapes_are_inferred_again(add):
     for shape in [(3, 5), (6, 4), (3, 5)]:
         a = rand(*shape)
