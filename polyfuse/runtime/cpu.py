@@ -147,9 +147,23 @@ class CFunction:
         converted = [t(conv(v)) for t, conv, v in zip(self.function.argtypes, self._convert, values)]
         function = self.function
         placement.place_workers(threads or self.team)
-        if threads:
-            return lambda: call_with_threads(self, values, threads)
-        return lambda: function(*converted)
+        if not threads:
+            return lambda: function(*converted)
+        omp = placement.openmp()
+        get_threads, set_threads, count = omp.omp_get_max_threads, omp.omp_set_num_threads, ctypes.c_int(threads)
+
+        def with_threads() -> None:  # call_with_threads, its conversions done ahead
+            previous = get_threads()
+            if previous == threads:
+                function(*converted)
+                return
+            set_threads(count)
+            try:
+                function(*converted)
+            finally:
+                set_threads(ctypes.c_int(previous))
+
+        return with_threads
 
 
 def call_with_threads(function: CFunction, values: Sequence[Any], threads: int) -> None:

@@ -137,7 +137,9 @@ class Mapper:
             return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
         launch = ((1,), (1,)) if self.target == "cuda" else ((), ())
         sizes = ()
-        if self.target == "c" and node.get_type() == T.band and node.band_get_permutable():
+        # (a sequential band of one loop is not tiled: strip-mining a single loop reuses nothing and only
+        # puts min/max bounds in the way of the vectoriser)
+        if self.target == "c" and node.get_type() == T.band and node.band_get_permutable() and node.band_n_member() > 1:
             sizes = sizes_for(self.tile, "c", stmts, node.band_n_member(), 0)
             node = tile_band(node, sizes)
         kernel = Kernel(name, stmts, grid=launch[0], block=launch[1], tile_sizes=tuple(sizes), serial=serial)
