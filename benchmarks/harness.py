@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import math
 import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -236,3 +238,15 @@ def copy_bandwidth(nbytes: int, threads: int, cache: Path, budget_s: float, min_
         raise RuntimeError("the copy kernel did not copy")
     gbps = [2 * nbytes / t / 1e9 for t in times]
     return {"bytes": nbytes, "threads": threads, "rounds": rounds, "GBps": quantiles(gbps)}
+
+
+def write_results(results: dict[str, Any], out_dir: Path, stem: str, markdown: Callable[[dict[str, Any]], str],
+                  plot: Callable[[dict[str, Any], Path], bool]) -> None:
+    """``stem.{md,json,png}`` under ``out_dir`` (the plot where matplotlib is there); the table is printed too."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = markdown(results)
+    results["plot"] = plot(results, out_dir / f"{stem}.png")
+    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out_dir / f"{stem}.md").write_text(table)
+    print(table)
+    print(f"results: {out_dir / stem}.{{md,json{',png' if results['plot'] else ''}}}", file=sys.stderr, flush=True)

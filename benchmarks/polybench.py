@@ -34,7 +34,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import hashlib
-import json
 import math
 import os
 import re
@@ -616,10 +615,4 @@ def plot(results: dict[str, Any], path: Path) -> bool:
 
 
 def write(results: dict[str, Any], out_dir: Path, stem: str) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table = to_markdown(results)
-    results["plot"] = plot(results, out_dir / f"{stem}.png")
-    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out_dir / f"{stem}.md").write_text(table)
-    print(table)
-    _log(f"results: {out_dir / stem}.{{md,json{',png' if results['plot'] else ''}}}")
+    harness.write_results(results, out_dir, stem, to_markdown, plot)

@@ -12,7 +12,6 @@ Writes ``bench[_quick].json``, ``.md`` and ``.png`` (the plot needs matplotlib) 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -294,10 +293,4 @@ def plot(results: dict[str, Any], path: Path) -> bool:
 
 
 def write(results: dict[str, Any], out_dir: Path, stem: str) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table = to_markdown(results)
-    results["plot"] = plot(results, out_dir / f"{stem}.png")
-    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out_dir / f"{stem}.md").write_text(table)
-    print(table)
-    _log(f"results: {out_dir / stem}.{{md,json{',png' if results['plot'] else ''}}}")
+    harness.write_results(results, out_dir, stem, to_markdown, plot)

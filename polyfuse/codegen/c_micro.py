@@ -25,7 +25,7 @@ import islpy as isl
 
 from polyfuse.codegen.ast import expr_ids, statement_call
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
-from polyfuse.schedule.tiling.microtile import NR_VECTORS, Coefficients, MicroTile, access_coefficients
+from polyfuse.schedule.tiling.microtile import NR_VECTORS, Coefficients, MicroTile, access_coefficients, stride_along
 
 INDENT = "    "
 Op = isl.ast_expr_op_type
@@ -308,12 +308,7 @@ class _Kernel:
         """The reads that move with the lane but not contiguously (syrk's ``A[j][k]``): vector strips read
         them from a panel gathered per strip (:meth:`_gather`)."""
         lane = self._dim(self.info.lane)
-        out = []
-        for n, coeffs in enumerate(self.coeffs):
-            steps = [c[0][lane] for c in coeffs]
-            if n != self.stmt.target and any(steps) and not (steps[-1] == 1 and not any(steps[:-1])):
-                out.append(n)
-        return out
+        return [n for n, coeffs in enumerate(self.coeffs) if n != self.stmt.target and stride_along(coeffs, lane) == "other"]
 
     def _gather(self, d: int, j: str, width: str) -> list[str]:
         """Copy the ``k x width`` panel of each strided lane operand, lane by lane (each lane's ``k`` run is

@@ -149,21 +149,7 @@ class CFunction:
         placement.place_workers(threads or self.team)
         if not threads:
             return lambda: function(*converted)
-        omp = placement.openmp()
-        get_threads, set_threads, count = omp.omp_get_max_threads, omp.omp_set_num_threads, ctypes.c_int(threads)
-
-        def with_threads() -> None:  # call_with_threads, its conversions done ahead
-            previous = get_threads()
-            if previous == threads:
-                function(*converted)
-                return
-            set_threads(count)
-            try:
-                function(*converted)
-            finally:
-                set_threads(ctypes.c_int(previous))
-
-        return with_threads
+        return lambda: _in_team_of(threads, lambda: function(*converted))
 
 
 def call_with_threads(function: CFunction, values: Sequence[Any], threads: int) -> None:
@@ -171,12 +157,20 @@ def call_with_threads(function: CFunction, values: Sequence[Any], threads: int) 
     thread's setting is an OpenMP per-thread value; it is put back afterwards). The count is set through
     the placement library, which always links the OpenMP runtime (a kernel library with no parallel loop
     does not), and the runtime is one per process."""
+    placement.place_workers(threads)
+    _in_team_of(threads, lambda: function(*values))
+
+
+def _in_team_of(threads: int, call: Callable[[], None]) -> None:
+    """``call()`` with OpenMP's count for the calling thread set to ``threads``, put back afterwards."""
     omp = placement.openmp()
     previous = omp.omp_get_max_threads()
-    placement.place_workers(threads)
+    if previous == threads:
+        call()
+        return
     omp.omp_set_num_threads(ctypes.c_int(threads))
     try:
-        function(*values)
+        call()
     finally:
         omp.omp_set_num_threads(ctypes.c_int(previous))
 

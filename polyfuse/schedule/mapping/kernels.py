@@ -36,7 +36,7 @@ from polyfuse.schedule.tiling.microtile import find_contraction, micro_tile
 from polyfuse.schedule.tiling.rowwise import row_members, rows_first
 from polyfuse.schedule.tiling.sizes import sizes_for, tile_band
 
-SERIAL_INSTANCES = 4096  # C: a kernel launch with fewer statement instances runs on one thread (Mapper._tiny)
+SERIAL_INSTANCES = 4096  # C: a kernel launch with fewer statement instances runs on one thread (_work_per_launch)
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class Mapper:
         work = self._work_per_launch(node) if parallel_band and chosen is None else None
         serial = (f"{work} statement instances per launch at these sizes, fewer than {SERIAL_INSTANCES}: starting "
                   "the OpenMP team would cost more than it saves") if work is not None and work < SERIAL_INSTANCES else ""
-        if node.get_type() == T.band and node.band_member_get_coincident(0) and not serial:
+        if parallel_band and not serial:
             n_par = _leading_parallel(node)
             shapes = self.target == "c" and chosen is None
             micro = self._micro(node, stmts) if shapes else None
