@@ -280,6 +280,23 @@ def test_representative_sizes_respect_the_programs_assumptions():
     assert any("by traffic at N=1024, M=64" in n for n in sched.notes), sched.notes
 
 
+def test_a_sliding_windows_extent_is_rated_as_a_small_filter():
+    """A convolution written with symbolic sizes: the filter extents (reduction loops added to an output
+    iterator in a subscript) are rated at 3, not 1024 like the tensors' sizes; a matmul's sizes are not
+    windows. The note says which size is which."""
+    n, c, h, w, f, kh, kw = pf.params("N C H W F KH KW")
+    g = pf.Graph("conv")
+    x, wt = g.input("x", (n, c, h, w)), g.input("w", (f, c, kh, kw))
+    conv = g.build(y=pf.ops.relu(pf.ops.conv2d(x, wt)))
+    assert smart.window_params(conv) == {"KH", "KW"}
+    assert smart.representative_sizes(conv, {}) == {"N": 1024, "C": 1024, "H": 1024, "W": 1024, "F": 1024,
+                                                     "KH": 3, "KW": 3}
+    assert smart.representative_sizes(conv, {"KH": 5}) == {"N": 1024, "C": 1024, "H": 1024, "W": 1024,
+                                                            "F": 1024, "KH": 5, "KW": 3}
+    assert smart.window_params(K.gemm_acc) == frozenset()
+    assert smart.window_params(two_chains) == frozenset()
+
+
 def test_a_less_parallel_minimal_fusion_is_noted_not_warned():
     """Minimal fusion of a stencil runs its time loop in one sequential kernel (the model counts it as one
     tile, so its bytes look small): smart keeps the parallel kernels, says why in a note, and does not warn

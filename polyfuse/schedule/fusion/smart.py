@@ -52,6 +52,10 @@ from polyfuse.schedule.tiling.microtile import MICROTILE_MARK, fresh_nest
 REPRESENTATIVE_SIZE = 1024
 """The size given to every param without a value when ``fusion="smart"`` compares traffic."""
 
+REPRESENTATIVE_WINDOW = 3
+"""The size given instead to a param without a value that is only the extent of sliding windows (a
+convolution's ``KH``, ``KW``): a filter is small, and at 1024 its traffic would dwarf the tensors'."""
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -114,7 +118,8 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
     at = ", ".join(f"{k}={v}" for k, v in sizes.items())
     if any(p not in (params or {}) for p in prog.params):
         at += (f" (representative sizes: params= does not give them, so each is taken as {REPRESENTATIVE_SIZE}, or the largest "
-               "power of two the program's assumptions allow; a filter's extent too)")
+               "power of two the program's assumptions allow; a sliding window's extent is taken as "
+               f"{REPRESENTATIVE_WINDOW})")
     try:
         with budget.stage("the traffic comparison"):
             tf = program_traffic(prog, f.tree, f.kernels, f.contracted, sizes)
@@ -268,17 +273,86 @@ def unrated(why: str, budget: bool = True) -> str:
 
 def representative_sizes(prog: Program, params: Mapping[str, int]) -> dict[str, int]:
     """The sizes smart fusion compares traffic at: ``params``, and for each size it does not give,
-    :data:`REPRESENTATIVE_SIZE` or else the largest power of two below it that the program's assumptions
+    :data:`REPRESENTATIVE_WINDOW` for a window's extent (:func:`window_params`), else
+    :data:`REPRESENTATIVE_SIZE`, or else the largest power of two below it that the program's assumptions
     (with the sizes chosen so far) allow (``assume="C <= 128"``: 128)."""
     sizes = {p: int(params[p]) for p in prog.params if p in params}
+    windows = window_params(prog)
     for p in prog.params:
         if p in sizes:
+            continue
+        if p in windows and not fixed_params(prog, {**sizes, p: REPRESENTATIVE_WINDOW}).is_empty():
+            sizes[p] = REPRESENTATIVE_WINDOW
             continue
         value = REPRESENTATIVE_SIZE
         while value >= 1 and fixed_params(prog, {**sizes, p: value}).is_empty():
             value //= 2
         sizes[p] = value if value >= 1 else REPRESENTATIVE_SIZE
     return sizes
+
+
+def window_params(prog: Program) -> frozenset[str]:
+    """The size params that only bound sliding windows: every loop they bound is a reduction loop whose
+    iterator is added to an output iterator in some subscript (``x[oh + kh]`` with ``kh < KH`` not in the
+    written element: a convolution's filter). Such extents are small in practice."""
+    window: set[str] = set()
+    other: set[str] = set()
+    for st in prog.statements:
+        names = st.iterators
+        written = _iterators_used(st.write.relation, names)
+        slides: set[str] = set()
+        for acc in st.reads:
+            for dim in _subscript_iterators(acc.relation, names):
+                if len(dim) >= 2 and dim & written:
+                    slides |= dim - written
+        for pos, it in enumerate(names):
+            extent = _extent_param(st.domain, pos)
+            if extent is not None:
+                (window if it in slides else other).add(extent)
+    return frozenset(window - other)
+
+
+def _subscript_iterators(relation: isl.Map, names: tuple[str, ...]) -> list[set[str]]:
+    """For each subscript of a single-valued access, the iterators it depends on."""
+    out: list[set[str]] = []
+    fn = isl.PwMultiAff.from_map(relation)
+    for d in range(fn.dim(isl.dim_type.out)):
+        used: set[str] = set()
+
+        def piece(_set: isl.Set, aff: isl.Aff, used: set[str] = used) -> None:
+            for k, name in enumerate(names):
+                if not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero():
+                    used.add(name)
+
+        fn.get_pw_aff(d).foreach_piece(piece)
+        out.append(used)
+    return out
+
+
+def _iterators_used(relation: isl.Map, names: tuple[str, ...]) -> set[str]:
+    return set().union(*_subscript_iterators(relation, names)) if relation.dim(isl.dim_type.out) else set()
+
+
+def _extent_param(domain: isl.Set, pos: int) -> str | None:
+    """The param ``P`` when the loop at ``pos`` runs to ``P - 1`` plus a constant, else None."""
+    found: set[str] = set()
+    ok = [True]
+
+    def piece(_set: isl.Set, aff: isl.Aff) -> None:
+        coeffs = {aff.get_dim_name(isl.dim_type.param, k): aff.get_coefficient_val(isl.dim_type.param, k)
+                  for k in range(aff.dim(isl.dim_type.param))}
+        ps = [name for name, c in coeffs.items() if not c.is_zero()]
+        ins = [k for k in range(aff.dim(isl.dim_type.in_)) if not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero()]
+        if len(ps) == 1 and not ins and coeffs[ps[0]].is_one():
+            found.add(ps[0])
+        else:
+            ok[0] = False
+
+    try:
+        domain.dim_max(pos).foreach_piece(piece)
+    except isl.Error:
+        return None
+    return found.pop() if ok[0] and len(found) == 1 else None
 
 
 def _contractions_apart(parts: list[Kernel], micro_u: Mapping[str, int]) -> list[tuple[str, ...]]:
