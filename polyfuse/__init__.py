@@ -28,12 +28,12 @@ from polyfuse.ir.program import Access, Array, Program, Statement
 from polyfuse.runtime.reference import reference
 from polyfuse.schedule import schedule
 from polyfuse.schedule.text import load_schedule
-from polyfuse.types import DType, Param, f32, f64, i8, i16, i32, i64, params, u8
+from polyfuse.types import DType, Param, f32, f64, i8, i16, i32, i64, params, u8, u16, u32, u64
 
 __all__ = [
     "Code", "Executable", "PreparedCall", "Graph", "Tensor", "codegen", "compile", "ops",
     "Access", "Array", "BoundsError", "CodegenError", "DType", "Dependence", "Dependences", "IllegalTransformError",
     "Param", "PolyfuseError", "PolyfuseWarning", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64", "from_c",
-    "i8", "i16", "i32", "load_schedule", "i64", "u8", "log", "max", "min", "params", "pow", "program", "reference", "schedule", "sqrt", "tanh", "where",
+    "i8", "i16", "i32", "load_schedule", "i64", "u8", "u16", "u32", "u64", "log", "max", "min", "params", "pow", "program", "reference", "schedule", "sqrt", "tanh", "where",
 ]
 __all__ += ["from_torch", "torch_report"]

@@ -27,6 +27,14 @@ class DType:
     def is_float(self) -> bool:
         return self.name.startswith("f")
 
+    @property
+    def is_unsigned(self) -> bool:
+        return self.name.startswith("u")
+
+    @property
+    def bits(self) -> int:
+        return np.dtype(self.numpy).itemsize * 8
+
     @api_boundary
     def __getitem__(self, shape: Any) -> ArrayType:
         """``pf.f32[N, M]``; every extent must be a non-negative int or an affine expression of sizes."""
@@ -56,11 +64,16 @@ i8 = DType("i8", np.int8, "signed char")
 i16 = DType("i16", np.int16, "short")
 i64 = DType("i64", np.int64, "long long")
 u8 = DType("u8", np.uint8, "unsigned char")
+u16 = DType("u16", np.uint16, "unsigned short")
+u32 = DType("u32", np.uint32, "unsigned int")
+u64 = DType("u64", np.uint64, "unsigned long long")
 
-DTYPES: dict[str, DType] = {d.name: d for d in (f32, f64, i32, i8, i16, i64, u8)}
+DTYPES: dict[str, DType] = {d.name: d for d in (f32, f64, i32, i8, i16, i64, u8, u16, u32, u64)}
 """Every element type: the C frontend's ``char``/``signed char`` (i8), ``unsigned char`` (u8), ``short``
-(i16), ``int`` (i32), ``long`` (i64), ``float`` (f32) and ``double`` (f64); the DSL spells them ``pf.i8`` ..."""
-_RANK = {"i8": 0, "u8": 1, "i16": 2, "i32": 3, "i64": 4, "f32": 5, "f64": 6}
+(i16), ``unsigned short`` (u16), ``int`` (i32), ``unsigned``/``uint32_t`` (u32), ``long`` (i64), ``unsigned
+long``/``uint64_t``/``size_t`` (u64), ``float`` (f32) and ``double`` (f64); the DSL spells them ``pf.i8`` ...
+Unsigned types compute modulo 2**bits (numpy's and C's unsigned arithmetic agree)."""
+_RANK = {"i8": 0, "u8": 1, "i16": 2, "u16": 3, "i32": 4, "u32": 5, "i64": 6, "u64": 7, "f32": 8, "f64": 9}
 
 
 def dtype_of_numpy(dt: Any) -> DType | None:

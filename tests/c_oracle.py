@@ -41,9 +41,12 @@ _NUMPY = {
     ("char",): np.int8, ("signed", "char"): np.int8, ("unsigned", "char"): np.uint8,
     ("short",): np.int16, ("short", "int"): np.int16, ("long",): np.int64, ("long", "int"): np.int64,
     ("long", "long"): np.int64, ("unsigned", "int"): np.uint32, ("unsigned",): np.uint32,
+    ("unsigned", "short"): np.uint16, ("unsigned", "long"): np.uint64, ("unsigned", "long", "int"): np.uint64,
+    ("unsigned", "long", "long"): np.uint64,
 }
 _CTYPE = {np.float64: ctypes.c_double, np.float32: ctypes.c_float, np.int32: ctypes.c_int32, np.int8: ctypes.c_int8,
-          np.uint8: ctypes.c_uint8, np.int16: ctypes.c_int16, np.int64: ctypes.c_int64, np.uint32: ctypes.c_uint32}
+          np.uint8: ctypes.c_uint8, np.int16: ctypes.c_int16, np.int64: ctypes.c_int64, np.uint32: ctypes.c_uint32,
+          np.uint16: ctypes.c_uint16, np.uint64: ctypes.c_uint64}
 
 
 class Param:

@@ -77,14 +77,16 @@ static inline double pf_mod_f64(double a, double b) { double r = fmod(a, b); ret
 """Exact Python/numpy semantics for value operations C spells differently (floor division and modulo)."""
 
 # Per-dtype spelling of the value intrinsics: float ones are the vectorisable functions of c_math.py.
-_UNARY_FN = {**c_math.UNARY, "i32": {"abs": "pf_abs_i32"}, "i64": {"abs": "pf_abs_i64"}}
+_UNARY_FN = {**c_math.UNARY, "i32": {"abs": "pf_abs_i32"}, "i64": {"abs": "pf_abs_i64"}, "u32": {}, "u64": {}}
 _BINARY_FN = {
     "f32": {**c_math.BINARY["f32"], "%": "pf_mod_f32"},
     "f64": {**c_math.BINARY["f64"], "%": "pf_mod_f64"},
     "i32": {"max": "pf_max_i32", "min": "pf_min_i32", "pow": "pf_pow_i32", "//": "pf_floordiv_i32", "%": "pf_mod_i32"},
     "i64": {"max": "pf_max_i64", "min": "pf_min_i64", "pow": "pf_pow_i64", "//": "pf_floordiv_i64", "%": "pf_mod_i64"},
+    "u32": {}, "u64": {},  # unsigned: C's own operators (floor and truncation agree), wrapping modulo 2**bits
 }
-_PROMOTED = {"i8": "i32", "i16": "i32", "u8": "i32"}
+_UNSIGNED_INFIX = {"//": "/", "%": "%"}
+_PROMOTED = {"i8": "i32", "i16": "i32", "u8": "i32", "u16": "i32"}
 """C computes on char and short in int (integer promotion), so their intrinsics are the int ones."""
 _FLOOR = {"f32": "floorf", "f64": "floor"}
 _INFIX = {"+": "+", "-": "-", "*": "*", "/": "/", "tdiv": "/", "trem": "%", "&": "&", "|": "|", "^": "^", "<<": "<<", ">>": ">>", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!=",
@@ -477,18 +479,22 @@ class _CPrinter:
         fn = _BINARY_FN[kind].get(e.op)
         if fn is not None:
             text = f"{self._function(fn)}({_strip_parens(lhs)}, {_strip_parens(rhs)})"
+        elif kind in ("u32", "u64") and e.op in _UNSIGNED_INFIX:
+            text = f"({lhs} {_UNSIGNED_INFIX[e.op]} {rhs})"
+        elif kind in ("u32", "u64") and e.op in ("max", "min"):
+            text = f"({lhs} {'>' if e.op == 'max' else '<'} {rhs} ? {lhs} : {rhs})"
         elif e.op == "//":
             text = f"{_FLOOR[kind]}({lhs} / {rhs})"
         else:
             text = f"({lhs} {_INFIX[e.op]} {rhs})"
-        # an i8/i16/u8 operation (the DSL's; C's own promote first) wraps to its type as numpy's does
+        # an i8/i16/u8/u16 operation (the DSL's; C's own promote first) wraps to its type as numpy's does
         return f"(({e.dtype.c_name}){text})" if e.dtype.name in _PROMOTED else text
 
 
 def _literal(value: float | int, dtype: DType) -> str:
     """A C literal of ``dtype``: ``0.5f`` for f32, ``0.5`` for f64, ``3`` for i32."""
-    if not dtype.is_float:
-        return str(int(value))
+    if not dtype.is_float:  # an unsigned literal keeps its unsigned type (4294967295 alone would be a long)
+        return str(int(value)) + {"u32": "u", "u64": "ull"}.get(dtype.name, "")
     x = float(value)
     if math.isnan(x):
         return "NAN"

@@ -160,7 +160,7 @@ def _float_func(op: str, dtype: str) -> str:
 def _binary(e: Binary, a: str, b: str) -> str:
     text = _binary_text(e, a, b)
     # an i8/i16/u8 operation (the DSL's; C's own promote first) wraps to its type as numpy's does
-    return f"(({e.dtype.c_name}) {text})" if e.dtype.name in ("i8", "i16", "u8") else text
+    return f"(({e.dtype.c_name}) {text})" if e.dtype.name in ("i8", "i16", "u8", "u16") else text
 
 
 def _binary_text(e: Binary, a: str, b: str) -> str:
@@ -171,8 +171,8 @@ def _binary_text(e: Binary, a: str, b: str) -> str:
         if e.op == "pow":
             return f"(({e.dtype.c_name}) pow((double) {a}, (double) {b}))"
         return f"(({e.dtype.c_name}) pf_{e.op}({a}, {b}))"
-    if e.op in ("tdiv", "trem"):  # C's truncating integer / and %
-        return f"({a} {'/' if e.op == 'tdiv' else '%'} {b})"
+    if e.op in ("tdiv", "trem") or (e.dtype.is_unsigned and e.op in ("//", "%")):  # C's truncating integer / and %
+        return f"({a} {'/' if e.op in ('tdiv', '//') else '%'} {b})"
     if e.op == "//":
         return f"{'floorf' if e.dtype.name == 'f32' else 'floor'}({a} / {b})" if is_float else f"(({e.dtype.c_name}) pf_floordiv({a}, {b}))"
     if e.op == "%":
@@ -185,7 +185,7 @@ def _binary_text(e: Binary, a: str, b: str) -> str:
 
 def _literal(c: Const) -> str:
     if not c.dtype.is_float:
-        return str(int(c.value))
+        return str(int(c.value)) + {"u32": "u", "u64": "ull"}.get(c.dtype.name, "")
     x = float(c.value)
     if math.isnan(x):
         return "NAN"

@@ -14,6 +14,13 @@ built as ``isl.PwAff`` / ``isl.Set`` values by operator in the builder's
 C's ``/`` and ``%`` truncate toward zero; isl's integer division floors, so a quotient whose dividend may be
 negative is split by the dividend's sign into two quasi-affine pieces (exact, and a single piece wherever the
 dividend's sign is known).
+
+Unsigned operands (``unsigned``/``size_t``/``uint32_t`` sizes, loop variables and constants, ``2u``,
+``(unsigned)x``) are exact as long as no unsigned value wraps around: C computes them modulo 2**32 (or 2**64),
+the model in the integers. So wherever an unsigned operation or a conversion to an unsigned type could see a
+negative value somewhere in the enclosing domain (``n - 1`` with ``unsigned n`` at ``n = 0``, ``i < n`` with a
+signed ``i`` that may be negative), the construct is refused with the value that wraps and a hint
+(``assume=``, a signed type); values far above 2**31 are not modelled (as signed overflow is not).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from pycparser import c_ast
 from polyfuse.frontend.affine import NameKind
 from polyfuse.frontend.c_source import node_text
 from polyfuse.ir.builder import Scope
-from polyfuse.types import SizeExpr
+from polyfuse.types import DType, SizeExpr, i32, i64, u32, u64
 
 if TYPE_CHECKING:
     from polyfuse.frontend.scop_c import CReader
@@ -56,6 +63,49 @@ def int_literal(text: str) -> int | None:
         return int(t)
     except ValueError:
         return None
+
+
+def literal_type(text: str) -> DType:
+    """C's type of an integer literal (x86-64): the first of int, unsigned, long, unsigned long that holds
+    it, the unsigned ones only for hex/octal literals or a ``u`` suffix, from long on with an ``l``."""
+    t = text.lower()
+    suffix = t[len(t.rstrip("ul")):]
+    value = int_literal(text) or 0
+    decimal = not (t.startswith("0") and len(t.rstrip("ul")) > 1)
+    if "u" in suffix:
+        kinds = [u64] if "l" in suffix else [u32, u64]
+    elif "l" in suffix:
+        kinds = [i64] if decimal else [i64, u64]
+    else:
+        kinds = [i32, i64] if decimal else [i32, u32, i64, u64]
+    return next((k for k in kinds if value < 2 ** (k.bits - (0 if k.is_unsigned else 1))), kinds[-1])
+
+
+def wrap(value: int, dtype: DType) -> int:
+    """``value`` converted to the integer type ``dtype`` as gcc converts (modulo 2**bits for unsigned)."""
+    return value % 2**dtype.bits if dtype.is_unsigned else value
+
+
+_RANK = {"i32": 0, "u32": 1, "i64": 2, "u64": 3}
+
+
+def int_common(a: DType, b: DType) -> DType:
+    """The usual arithmetic conversions of two (promoted) integer types: int < unsigned < long < unsigned long."""
+    return a if _RANK.get(a.name, 0) >= _RANK.get(b.name, 0) else b
+
+
+def promoted(dt: DType | None) -> DType:
+    return dt if dt is not None and dt.name in _RANK else i32
+
+
+def point_text(points: isl.Set) -> str:
+    """One point of a non-empty set, as ``n = 0, i = 3``."""
+    p = points.sample_point()
+    out = []
+    for kind in (isl.dim_type.param, isl.dim_type.set):
+        for k in range(points.dim(kind)):
+            out.append(f"{points.get_dim_name(kind, k)} = {p.get_coordinate_val(kind, k).to_python()}")
+    return ", ".join(out) or "every point"
 
 
 def _trunc_div(a: int, b: int) -> int:
@@ -92,14 +142,16 @@ class CAffine:
         if isinstance(node, c_ast.Constant):
             return int_literal(node.value) if node.type in ("int", "long", "unsigned int", "unsigned long", "long long",
                                                              "unsigned long long", "unsigned long int", "long int") else None
+        t = self.int_type(node, scope)
         if isinstance(node, c_ast.ID):
             b = self.reader.lookup(node.name, scope)
             return b.value if b.kind is NameKind.INT else None
         if isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+"):
             v = self.constant_int(node.expr, scope)
-            return None if v is None else (-v if node.op == "-" else v)
+            return None if v is None else wrap(-v if node.op == "-" else v, t)
         if isinstance(node, c_ast.Cast) and is_int_type(node.to_type):
-            return self.constant_int(node.expr, scope)
+            v = self.constant_int(node.expr, scope)
+            return None if v is None else wrap(v, t)
         if isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-", "*", "/", "%", "<<", ">>"):
             a, c = self.constant_int(node.left, scope), self.constant_int(node.right, scope)
             if a is None or c is None:
@@ -108,8 +160,10 @@ class CAffine:
                 return None
             if node.op in ("<<", ">>") and not 0 <= c < 64:
                 return None
-            return {"+": lambda: a + c, "-": lambda: a - c, "*": lambda: a * c, "/": lambda: _trunc_div(a, c),
-                    "%": lambda: a - c * _trunc_div(a, c), "<<": lambda: a << c, ">>": lambda: a >> c}[node.op]()
+            if node.op not in ("<<", ">>"):
+                a, c = wrap(a, t), wrap(c, t)
+            return wrap({"+": lambda: a + c, "-": lambda: a - c, "*": lambda: a * c, "/": lambda: _trunc_div(a, c),
+                    "%": lambda: a - c * _trunc_div(a, c), "<<": lambda: a << c, ">>": lambda: a >> c}[node.op](), t)
         if isinstance(node, c_ast.TernaryOp):
             cond = self.constant_int(node.cond, scope)
             if cond is None:
@@ -117,12 +171,63 @@ class CAffine:
             return self.constant_int(node.iftrue if cond else node.iffalse, scope)
         return None
 
+    def int_type(self, node: c_ast.Node, scope: Scope | None) -> DType:
+        """The C type (after integer promotion: i32, u32, i64 or u64) of an integer expression of literals,
+        constants, loop variables and sizes; i32 for anything else."""
+        if isinstance(node, c_ast.Constant):
+            return literal_type(node.value) if int_literal(node.value) is not None else i32
+        if isinstance(node, c_ast.ID):
+            b = self.reader.lookup(node.name, scope)
+            if b.kind in (NameKind.ITERATOR, NameKind.PARAM, NameKind.INT, NameKind.SIZE_EXPR):
+                return promoted(self.reader.declared_type(node.name))
+            return i32
+        if isinstance(node, c_ast.BinaryOp):
+            if node.op in ("+", "-", "*", "/", "%", "&", "|", "^"):
+                return int_common(self.int_type(node.left, scope), self.int_type(node.right, scope))
+            return self.int_type(node.left, scope) if node.op in ("<<", ">>") else i32
+        if isinstance(node, c_ast.UnaryOp):
+            return self.int_type(node.expr, scope) if node.op in ("-", "+", "~") else i32
+        if isinstance(node, c_ast.Cast) and is_int_type(node.to_type):
+            t = node.to_type.type
+            return promoted(self.reader.type_of_names(t.type.names))
+        if isinstance(node, c_ast.TernaryOp):
+            return int_common(self.int_type(node.iftrue, scope), self.int_type(node.iffalse, scope))
+        return i32
+
+    def no_wrap(self, value: isl.PwAff, dtype: DType, node: c_ast.Node, scope: Scope, what: str) -> isl.PwAff:
+        """``value``, which C computes in (or converts to) ``dtype``, checked not to wrap around below 0 in
+        the domain enclosing ``scope`` (see the module docstring)."""
+        if not dtype.is_unsigned:
+            return value
+        domain = self.reader.domain_at(scope)
+        negative = value.neg().pos_set() & domain
+        if negative.is_empty():
+            return value
+        point = point_text(negative)
+        raise self.reader.error(
+            node, f"`{node_text(node)}` in a {what} is `{dtype.c_name}` and wraps around below 0 (to {2**dtype.bits} + its value) "
+                  f"where it is negative, e.g. at {point}: polyfuse does not model unsigned wrap-around in affine expressions",
+            hint="make the variables signed (int, long), or state that it cannot happen with assume= (e.g. assume=\"n >= 1\")")
+
     # ----- affine expressions -------------------------------------------------------------------
     def affine(self, node: c_ast.Node, scope: Scope, what: str = "subscript") -> isl.PwAff:
         """The (quasi-)affine function ``node`` denotes in ``scope``; ``what`` names where it stands."""
         k = self.constant_int(node, scope)
         if k is not None:
             return scope.const(k)
+        value = self._affine(node, scope, what)
+        if isinstance(node, (c_ast.BinaryOp, c_ast.UnaryOp, c_ast.Cast, c_ast.TernaryOp)):
+            t = self.int_type(node, scope)
+            if t.is_unsigned:
+                operands = [node.left, node.right] if isinstance(node, c_ast.BinaryOp) and node.op not in ("<<", ">>") else \
+                    [node.expr] if isinstance(node, (c_ast.UnaryOp, c_ast.Cast)) else []
+                for sub in operands:  # a signed operand converted to the unsigned type
+                    if not self.int_type(sub, scope).is_unsigned:
+                        self.no_wrap(self.affine(sub, scope, what), t, sub, scope, what)
+                self.no_wrap(value, t, node, scope, what)
+        return value
+
+    def _affine(self, node: c_ast.Node, scope: Scope, what: str) -> isl.PwAff:
         text = node_text(node)
         if isinstance(node, c_ast.ID):
             return self._name(node, scope, what)
@@ -176,7 +281,8 @@ class CAffine:
         if b.kind is NameKind.PARAM and b.value in scope.params:
             return scope.var(b.value)
         if b.kind is NameKind.SIZE_EXPR:  # an int local set before the region to an expression of the sizes
-            return self.affine(b.value, scope, what)
+            value = self.affine(b.value, scope, what)
+            return self.no_wrap(value, promoted(self.reader.declared_type(node.name)), b.value, scope, what)
         if b.kind is NameKind.UNKNOWN:
             raise self._error(node, f"unknown name `{node.name}` in a {what}", what)
         raise self._error(node, f"`{node.name}` is a {b.kind.value}; a {what} may only use loop variables, int size "
@@ -195,6 +301,9 @@ class CAffine:
             return scope.universe().subtract(self.condition(node.expr, scope))
         if isinstance(node, c_ast.BinaryOp) and node.op in _COMPARE:
             left, right = self.affine(node.left, scope, "condition"), self.affine(node.right, scope, "condition")
+            t = int_common(self.int_type(node.left, scope), self.int_type(node.right, scope))
+            left = self.no_wrap(left, t, node.left, scope, "condition")
+            right = self.no_wrap(right, t, node.right, scope, "condition")
             return {"<": left.lt_set, "<=": left.le_set, ">": left.gt_set, ">=": left.ge_set,
                     "==": left.eq_set, "!=": left.ne_set}[node.op](right)
         k = self.constant_int(node, scope)
@@ -227,7 +336,7 @@ class CAffine:
         b = r.lookup(name, scope)
         if b.kind is NameKind.OTHER and isinstance(b.value, str) and b.value.startswith("an array of"):
             raise r.error(base, f"`{name}` is {b.value}: `{text}` cannot be read or written",
-                          hint="use a supported element type: int or long for integers (unsigned int, short and long elements are not)")
+                          hint="use a supported element type: (unsigned) char, short, int, long, float or double")
         if b.kind is not NameKind.ARRAY:
             hint = "declare it as an array with its extents: double A[n][m]" if b.kind is NameKind.OTHER else None
             raise r.error(base, f"`{name}` is {b.value if b.kind is NameKind.OTHER and isinstance(b.value, str) else 'a ' + b.kind.value}, "

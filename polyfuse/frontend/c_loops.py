@@ -10,8 +10,10 @@ import islpy as isl
 from pycparser import c_ast
 
 from polyfuse.frontend.affine import NameKind
+from polyfuse.frontend.c_affine import point_text
 from polyfuse.frontend.c_source import node_text
 from polyfuse.ir.builder import Scope
+from polyfuse.types import u64
 
 if TYPE_CHECKING:
     from polyfuse.frontend.scop_c import CReader
@@ -35,6 +37,7 @@ class CLoops:
             raise self.reader.error(node, f"the loop over `{it}` has no condition", hint=LOOP_HINT)
         bounds = self._loop_bounds(node.cond, it, scope, step)
         lo = self.reader.affine.affine(start, scope, "loop bound")
+        lo = self._unsigned_start(node, it, start, lo, scope, step, bounds)
         if step > 0:
             hi = bounds[0]
             for extra in bounds[1:]:
@@ -47,6 +50,30 @@ class CLoops:
                 low = low.max(extra)
             with b.loop(it, low, lo + 1, -step, reverse=True):
                 self.reader.statement(node.stmt)
+
+    def _unsigned_start(self, node: c_ast.For, it: str, start: c_ast.Node, lo: isl.PwAff, scope: Scope, step: int,
+                        bounds: list[isl.PwAff]) -> isl.PwAff:
+        """Where ``it`` is unsigned, or compared with an unsigned bound, its values are unsigned: the start
+        must not wrap around, and a decreasing loop must stop before ``it`` goes below 0 (in C it would wrap
+        around to a huge value and the loop would go on: ``for (unsigned i = n; i >= 0; i--)`` never ends)."""
+        affine = self.reader.affine
+        t = self.reader.declared_type(it)
+        unsigned = (t is not None and t.is_unsigned) or any(affine.int_type(n, scope).is_unsigned for n in _bound_nodes(node.cond, it))
+        if not unsigned:
+            return lo
+        affine.no_wrap(lo, u64, start, scope, "loop start")
+        for n in _bound_nodes(node.cond, it):  # a signed bound converted to the unsigned type
+            affine.no_wrap(affine.affine(n, scope, "loop bound"), u64, n, scope, "loop bound")
+        if step < 0:
+            low = bounds[0]
+            for extra in bounds[1:]:
+                low = low.max(extra)
+            below = (low - (-step)).neg().pos_set() & self.reader.domain_at(scope) & lo.ge_set(low)
+            if not below.is_empty():
+                raise self.reader.error(node.cond, f"the unsigned loop variable `{it}` of `{node_text(node.cond)}` goes below 0 after its "
+                                        f"last iteration, where C wraps it around to a huge value and the loop does not end (e.g. at "
+                                        f"{point_text(below)})", hint="use a signed loop variable, or stop at a bound of at least the step")
+        return lo
 
     def _loop_init(self, node: c_ast.For, scope: Scope) -> tuple[str, c_ast.Node]:
         init = node.init
@@ -120,6 +147,15 @@ class CLoops:
                          hint=LOOP_HINT)
 
 
+def _bound_nodes(cond: c_ast.Node, it: str) -> list[c_ast.Node]:
+    """The bounds that the comparisons of ``cond`` (joined by ``&&``) compare ``it`` with."""
+    if isinstance(cond, c_ast.BinaryOp) and cond.op == "&&":
+        return _bound_nodes(cond.left, it) + _bound_nodes(cond.right, it)
+    if isinstance(cond, c_ast.BinaryOp):
+        return [cond.right] if is_name(cond.left, it) else [cond.left] if is_name(cond.right, it) else []
+    return []
+
+
 def is_name(node: c_ast.Node | None, name: str) -> bool:
     return isinstance(node, c_ast.ID) and node.name == name
 
@@ -131,3 +167,29 @@ def walk(node: c_ast.Node | None):  # noqa: ANN202 - a generator of nodes
     yield node
     for _, child in node.children():
         yield from walk(child)
+
+
+def assigned_names(items: list[c_ast.Node]) -> set[str]:
+    """Names assigned (``x = ...``, ``x op= ...``, ``x++``) or declared anywhere in ``items``."""
+    out: set[str] = set()
+    for item in items:
+        for n in walk(item):
+            if isinstance(n, c_ast.Assignment) and isinstance(n.lvalue, c_ast.ID):
+                out.add(n.lvalue.name)
+            elif isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--") and isinstance(n.expr, c_ast.ID):
+                out.add(n.expr.name)
+            elif isinstance(n, c_ast.Decl) and n.name:
+                out.add(n.name)
+    return out
+
+
+def loop_variables(items: list[c_ast.Node]) -> set[str]:
+    """The variables that the ``for`` loops in ``items`` start."""
+    out: set[str] = set()
+    for item in items:
+        for n in walk(item):
+            if isinstance(n, c_ast.For) and isinstance(n.init, c_ast.Assignment) and isinstance(n.init.lvalue, c_ast.ID):
+                out.add(n.init.lvalue.name)
+            elif isinstance(n, c_ast.For) and isinstance(n.init, c_ast.DeclList):
+                out |= {d.name for d in n.init.decls}
+    return out

@@ -26,11 +26,11 @@ from pycparser import c_ast
 
 from polyfuse.errors import SourceError
 from polyfuse.frontend.affine import NameKind
-from polyfuse.frontend.c_affine import _COMPARE, is_int_type
+from polyfuse.frontend.c_affine import _COMPARE, is_int_type, promoted, wrap
 from polyfuse.frontend.c_source import node_text
 from polyfuse.ir.builder import Scope
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
-from polyfuse.types import DType, f32, f64, i8, i16, i32, i64, u8
+from polyfuse.types import DType, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
 
 if TYPE_CHECKING:
     from polyfuse.frontend.scop_c import CReader
@@ -50,14 +50,19 @@ _BASE_TYPES = {
     frozenset({"double"}): f64, frozenset({"float"}): f32,
     frozenset({"char"}): i8, frozenset({"signed", "char"}): i8, frozenset({"unsigned", "char"}): u8,
     frozenset({"short"}): i16, frozenset({"short", "int"}): i16, frozenset({"signed", "short"}): i16,
-    frozenset({"signed", "short", "int"}): i16,
+    frozenset({"signed", "short", "int"}): i16, frozenset({"unsigned", "short"}): u16, frozenset({"unsigned", "short", "int"}): u16,
     frozenset({"int"}): i32, frozenset({"signed"}): i32, frozenset({"signed", "int"}): i32,
-    frozenset({"unsigned"}): i32, frozenset({"unsigned", "int"}): i32,
+    frozenset({"unsigned"}): u32, frozenset({"unsigned", "int"}): u32,
     frozenset({"long"}): i64, frozenset({"long", "int"}): i64, frozenset({"signed", "long"}): i64,
-    frozenset({"signed", "long", "int"}): i64, frozenset({"unsigned", "long"}): i64, frozenset({"unsigned", "long", "int"}): i64,
+    frozenset({"signed", "long", "int"}): i64, frozenset({"unsigned", "long"}): u64, frozenset({"unsigned", "long", "int"}): u64,
 }
-"""C's arithmetic type specifiers (gcc on x86-64: char is signed, long is 64 bits). ``unsigned`` int and long
-are read as their signed forms for sizes and counters (their values fit); arrays of them, and of ``unsigned short``, are refused by the reader (``scop_c._Var``): unsigned elements read as signed would change ``/``, ``%``, ``>>`` and comparisons."""
+"""C's arithmetic type specifiers (gcc on x86-64: char is signed, long is 64 bits; ``long long`` is ``long``).
+``unsigned short``/``unsigned``/``unsigned long`` (and ``<stdint.h>``'s ``uint32_t``/``uint64_t``, ``size_t``)
+are u16/u32/u64, with C's unsigned arithmetic: the usual arithmetic conversions (int < unsigned < long <
+unsigned long), division and ``%`` of unsigned values, logical ``>>``, unsigned comparisons, wrap-around modulo
+2**32 or 2**64 and conversions to and from float; the reference interpreter computes in numpy's unsigned types,
+which agree. Unsigned sizes and loop variables are affine as signed ones are, where no value wraps around
+(:mod:`polyfuse.frontend.c_affine`)."""
 
 
 def dtype_of_names(names: list[str], typedefs: Mapping[str, list[str]] | None = None) -> DType | None:
@@ -74,17 +79,17 @@ def dtype_of_names(names: list[str], typedefs: Mapping[str, list[str]] | None = 
 
 def c_common_type(a: DType, b: DType) -> DType:
     """C's usual arithmetic conversions: char and short operands become int (integer promotion), then the
-    operation happens in the wider of int < long < float < double."""
+    operation happens in the wider of int < unsigned < long < unsigned long < float < double."""
     a, b = integer_promotion(a), integer_promotion(b)
     return a if _RANK[a.name] >= _RANK[b.name] else b
 
 
 def integer_promotion(dt: DType) -> DType:
-    """``char``, ``unsigned char`` and ``short`` compute as ``int``."""
-    return i32 if dt.name in ("i8", "u8", "i16") else dt
+    """``char``, ``unsigned char``, ``short`` and ``unsigned short`` compute as ``int``."""
+    return i32 if dt.name in ("i8", "u8", "i16", "u16") else dt
 
 
-_RANK = {"i32": 0, "i64": 1, "f32": 2, "f64": 3}
+_RANK = {"i32": 0, "u32": 1, "i64": 2, "u64": 3, "f32": 4, "f64": 5}
 _BITWISE = ("&", "|", "^", "<<", ">>")
 
 
@@ -100,7 +105,7 @@ def fold_constant(e: Expr) -> Const | None:
         return Const(float(e.dtype.numpy(x.value)) if e.dtype.is_float else int(np.array(math.trunc(x.value)).astype(e.dtype.numpy)), e.dtype)
     if isinstance(e, Unary) and e.op == "neg":
         x = fold_constant(e.operand)
-        return None if x is None else Const(-x.value, e.dtype)
+        return None if x is None else Const(-x.value if e.dtype.is_float else wrap(-x.value, e.dtype), e.dtype)
     if isinstance(e, Binary) and e.op in ("+", "-", "*", "/", "tdiv", "trem"):
         a, b = fold_constant(e.lhs), fold_constant(e.rhs)
         if a is None or b is None or (e.op in ("/", "tdiv", "trem") and b.value == 0):
@@ -110,7 +115,8 @@ def fold_constant(e: Expr) -> Const | None:
             q = abs(int(x)) // abs(int(y)) * (1 if (x >= 0) == (y > 0) else -1)
             v = q if e.op == "tdiv" else int(x) - int(y) * q
         else:
-            v = {"+": x + y, "-": x - y, "*": x * y, "/": x / y}[e.op]
+            with np.errstate(all="ignore"):  # unsigned arithmetic wraps around, as in C
+                v = {"+": x + y, "-": x - y, "*": x * y, "/": x / y}[e.op]
         return Const(float(v) if e.dtype.is_float else int(v), e.dtype)
     return None
 
@@ -142,10 +148,10 @@ class CValues:
         r = self.reader
         k = r.affine.constant_int(node, self.scope)
         if k is not None:
-            return Const(k, i32)
+            return Const(k, r.affine.int_type(node, self.scope))
         if not isinstance(node, (c_ast.ID, c_ast.Constant)) and self._is_index(node):
-            try:
-                return IndexValue(r.affine.affine(node, self.scope, "value"))
+            try:  # (one whose unsigned arithmetic may wrap around is built operation by operation below)
+                return IndexValue(r.affine.affine(node, self.scope, "value"), r.affine.int_type(node, self.scope))
             except SourceError:
                 pass  # not affine after all (i * j): an ordinary integer expression
         if isinstance(node, c_ast.Constant):
@@ -188,12 +194,13 @@ class CValues:
         r = self.reader
         name = node.name
         b = r.lookup(name, self.scope)
+        dt = promoted(r.declared_type(name))  # an unsigned size or loop variable is an unsigned value
         if b.kind is NameKind.ITERATOR:
-            return IndexValue(self.scope.var(name))
+            return IndexValue(self.scope.var(name), dt)
         if b.kind is NameKind.PARAM:
-            return IndexValue(self.scope.var(b.value))
+            return IndexValue(self.scope.var(b.value), dt)
         if b.kind is NameKind.SIZE_EXPR:
-            return IndexValue(r.affine.affine(b.value, self.scope, "value"))
+            return IndexValue(r.affine.affine(node, self.scope, "value"), dt)
         if b.kind is NameKind.LOCAL:
             dt = r.local_scalar(name, node)
             return Read(self.read(name, [], name), dt)
@@ -235,7 +242,9 @@ class CValues:
         if node.op == "-":
             x = self._number(node.expr)
             x = self._cast(x, integer_promotion(x.dtype))
-            return Const(-x.value, x.dtype) if isinstance(x, Const) else Unary("neg", x, x.dtype)
+            if isinstance(x, Const):
+                return Const(-x.value if x.dtype.is_float else wrap(-x.value, x.dtype), x.dtype)
+            return Unary("neg", x, x.dtype)
         if node.op == "!":
             return Unary("not", self._boolean(node.expr), None)
         if node.op in ("++", "--", "p++", "p--"):

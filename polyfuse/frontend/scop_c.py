@@ -23,8 +23,10 @@ What names mean:
   ``int last = n - 1;``) is a constant of its type when the initialiser is constant, an int one stands for
   its affine initialiser, a float one computable in the region is assigned at the region's start, and
   anything else (a call) is captured as a scalar input argument of the same name;
-* element types are ``char``/``unsigned char``/``short``/``int``/``long``/``float``/``double`` and scalar
-  ``typedef``s of them (``typedef char base;``).
+* element types are ``char``/``short``/``int``/``long``, their ``unsigned`` forms (``uint32_t``,
+  ``uint64_t``, ``size_t``), ``float``/``double`` and scalar ``typedef``s of them (``typedef char base;``),
+  with C's meaning (:mod:`polyfuse.frontend.c_values`); unsigned sizes and loop variables are affine where
+  no unsigned value can wrap around (:mod:`polyfuse.frontend.c_affine`), else a :class:`SourceError`.
 
 Statements are assignments with any of C's assignment operators, chained assignments (``a = b = v;``: two
 statements, ``a`` reading ``b``'s new value) and ``x++``/``x--`` statements.
@@ -48,13 +50,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import islpy as isl
+import numpy as np
 from pycparser import c_ast
 
 from polyfuse.analysis.checks import check_program
 from polyfuse.errors import SourceError, api_boundary
 from polyfuse.frontend.affine import Binding, NameKind
 from polyfuse.frontend.c_affine import CAffine
-from polyfuse.frontend.c_loops import LOOP_HINT, CLoops, walk
+from polyfuse.frontend.c_loops import LOOP_HINT, CLoops, assigned_names, loop_variables, walk
 from polyfuse.frontend.c_source import CUnit, assume_condition, functions_in, has_scop, node_text, read_c, scop_region
 from polyfuse.frontend.c_values import CValues, c_common_type, dtype_of_names, fold_constant
 from polyfuse.ir.builder import ProgramBuilder, Scope
@@ -130,14 +133,9 @@ class _Var:
             names = t.type.names
             self.dtype = dtype_of_names(names, typedefs)
             self.what = f"a `{' '.join(names)}` variable"
-            if self.dims and not self.pointer:
-                if "unsigned" in names and "char" not in names:
-                    # (unsigned sizes and counters read as signed are harmless; unsigned elements are not:
-                    # /, %, >> and comparisons of values past the signed range would change meaning)
-                    self.dtype = None
-                if self.dtype is None:
-                    self.what = (f"an array of `{' '.join(names)}` elements, a type polyfuse does not support "
-                                 "(element types: char, signed/unsigned char, short, int, long, float, double)")
+            if self.dims and not self.pointer and self.dtype is None:
+                self.what = (f"an array of `{' '.join(names)}` elements, a type polyfuse does not support "
+                             "(element types: signed/unsigned char, short, int, long, float, double)")
         elif isinstance(t, c_ast.TypeDecl) and isinstance(t.type, (c_ast.Struct, c_ast.Union)):
             self.what = "a struct"
         if self.pointer:
@@ -180,6 +178,7 @@ class CReader:
         self.aliases: dict[str, c_ast.Node] = {}
         self.captured: set[str] = set()
         self.builder: ProgramBuilder | None = None
+        self.assumed: isl.Set | None = None
         self._const_arrays: set[str] = set()
 
     # ----- errors and names ---------------------------------------------------------------------
@@ -213,6 +212,24 @@ class CReader:
             return Binding(NameKind.PARAM, name)
         return Binding(NameKind.UNKNOWN)
 
+    def declared_type(self, name: str) -> DType | None:
+        """The declared dtype of the variable ``name`` (a local, else a parameter, else a global)."""
+        var = self.locals.get(name) or self.params_decl.get(name) or self.globals.get(name)
+        return None if var is None else var.dtype
+
+    def type_of_names(self, names: list[str]) -> DType | None:
+        return dtype_of_names(names, self.typedefs)
+
+    def domain_at(self, scope: Scope) -> isl.Set:
+        """The points of ``scope`` that the enclosing loops and conditions allow, sizes >= 0 and assumed."""
+        b = self.builder
+        dom = scope.universe()
+        if b is not None and len(scope.iterators) == len(b.scope().iterators):
+            dom = b._current_domain(scope)  # noqa: SLF001 - the builder's own view of the nest
+        for p in scope.params:
+            dom = dom & scope.var(p).ge_set(scope.const(0))
+        return dom if self.assumed is None else dom.intersect_params(self.assumed.params())
+
     def array(self, name: str, node: c_ast.Node) -> Array:
         """The program array ``name`` (a local array is declared as a temporary on first use)."""
         b = self.builder
@@ -238,7 +255,7 @@ class CReader:
         coord = self.fdef.coord
         b = self.builder = ProgramBuilder(self.name, params, self.unit.filename, coord.line if coord else 0)
         self._declare_arguments()
-        assume = self._assume()
+        assume = self.assumed = self._assume()
         self._initial_values()
         self.block(self.region)
         if not b.statements:
@@ -256,7 +273,7 @@ class CReader:
                 if var.is_int_scalar and var.decl.init is not None and (var.const or self._set_before_region(name)):
                     k = self.affine.constant_int(var.decl.init, None)
                     if k is not None:
-                        self.constants[name] = k
+                        self.constants[name] = int(np.array(k).astype(var.dtype.numpy))  # as C converts the initialiser
                     elif table is self.locals:  # `int m = n - 1;`: an alias of its (affine) initialiser
                         self.aliases[name] = var.decl.init
 
@@ -269,7 +286,7 @@ class CReader:
         if any(n is var.decl for item in self.region for n in walk(item)):
             return False
         used = {n.name for item in self.region for n in walk(item) if isinstance(n, c_ast.ID)}
-        return name in used and name not in _assigned_names(self.region)
+        return name in used and name not in assigned_names(self.region)
 
     def _initial_values(self) -> None:
         """Locals initialised before the region and read in it (``DATA_TYPE eps = SCALAR_VAL(0.1);``): a
@@ -284,9 +301,9 @@ class CReader:
             if any(n is var.decl for item in self.region for n in walk(item)):
                 continue
             used = {n.name for item in self.region for n in walk(item) if isinstance(n, c_ast.ID)}
-            if name not in used or name in _loop_variables(self.region):
+            if name not in used or name in loop_variables(self.region):
                 continue
-            written = name in _assigned_names(self.region)
+            written = name in assigned_names(self.region)
             if not written:
                 try:
                     value = self.values.translate(var.decl.init, scope, _no_reads, var.dtype)
@@ -487,28 +504,3 @@ def _constant_extent(arr: Array, params: tuple[str, ...]) -> isl.Set:
 def _no_reads(array: str, subs: list, text: str) -> int:
     raise SourceError(f"`{text}` reads an array")
 
-
-def _assigned_names(items: list[c_ast.Node]) -> set[str]:
-    """Names assigned (``x = ...``, ``x op= ...``, ``x++``) or declared anywhere in ``items``."""
-    out: set[str] = set()
-    for item in items:
-        for n in walk(item):
-            if isinstance(n, c_ast.Assignment) and isinstance(n.lvalue, c_ast.ID):
-                out.add(n.lvalue.name)
-            elif isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--") and isinstance(n.expr, c_ast.ID):
-                out.add(n.expr.name)
-            elif isinstance(n, c_ast.Decl) and n.name:
-                out.add(n.name)
-    return out
-
-
-def _loop_variables(items: list[c_ast.Node]) -> set[str]:
-    """The variables that the ``for`` loops in ``items`` start."""
-    out: set[str] = set()
-    for item in items:
-        for n in walk(item):
-            if isinstance(n, c_ast.For) and isinstance(n.init, c_ast.Assignment) and isinstance(n.init.lvalue, c_ast.ID):
-                out.add(n.init.lvalue.name)
-            elif isinstance(n, c_ast.For) and isinstance(n.init, c_ast.DeclList):
-                out |= {d.name for d in n.init.decls}
-    return out

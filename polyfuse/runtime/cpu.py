@@ -38,7 +38,7 @@ LINK_FLAGS = ("-lm",)
 LIBRARY_SUFFIX = ".so"
 
 _CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32, "i8": ctypes.c_int8, "i16": ctypes.c_int16,
-           "i64": ctypes.c_int64, "u8": ctypes.c_uint8}
+           "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16, "u32": ctypes.c_uint32, "u64": ctypes.c_uint64}
 
 
 def compiler() -> str:

@@ -28,7 +28,7 @@ from polyfuse.schedule.model import Schedule
 NVCC_OPTIONS = ("-O3", "-std=c++17")
 MAX_THREADS = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
-_FORMAT = {"f32": "f", "f64": "d", "i32": "i", "i8": "b", "i16": "h", "i64": "q", "u8": "B"}
+_FORMAT = {"f32": "f", "f64": "d", "i32": "i", "i8": "b", "i16": "h", "i64": "q", "u8": "B", "u16": "H", "u32": "I", "u64": "Q"}
 
 
 @lru_cache(maxsize=1)
