@@ -46,7 +46,7 @@ from polyfuse.codegen.ast import (
     statement_call,
 )
 from polyfuse.codegen.c_micro import VECTOR_HELPERS, microtile_lines
-from polyfuse.codegen.c_openmp import Marked, annotate_parallel_marks, holds_parallel_mark, simd_clauses, two
+from polyfuse.codegen.c_openmp import Marked, annotate_parallel_marks, holds_loop, holds_parallel_mark, simd_clauses, two
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
@@ -421,6 +421,8 @@ class _CPrinter:
         inner = node.for_get_body()
         if inner.get_type() != isl.ast_node_type.for_ or inner.for_is_degenerate():
             return False
+        if not holds_loop(inner.for_get_body()):
+            return False  # the inner loop is the innermost, the one the compiler vectorises: keep it whole
         return it not in expr_ids(inner.for_get_init()) | expr_ids(inner.for_get_cond()) | expr_ids(inner.for_get_inc())
 
     def _index(self, expr: isl.AstExpr) -> str:
@@ -539,3 +541,4 @@ def _strip_parens(text: str) -> str:
 def _identifier(name: str) -> str:
     ident = re.sub(r"\W", "_", name)
     return ident if ident and not ident[0].isdigit() else f"p_{ident}"
+

@@ -113,3 +113,16 @@ def simd_clauses(stmts: Sequence[Statement], local_scalars: frozenset[str], arra
             return []
         found[name] = "private"
     return sorted((op, name) for name, op in found.items())
+
+def holds_loop(node: isl.AstNode) -> bool:
+    """Whether the AST below ``node`` contains a ``for`` loop (isl elides degenerate ones)."""
+    kind = node.get_type()
+    if kind == isl.ast_node_type.for_:
+        return True
+    if kind == isl.ast_node_type.block:
+        return any(holds_loop(c) for c in block_children(node))
+    if kind == isl.ast_node_type.if_:
+        return holds_loop(node.if_get_then_node()) or (node.if_has_else_node() and holds_loop(node.if_get_else_node()))
+    if kind == isl.ast_node_type.mark:
+        return holds_loop(node.mark_get_node())
+    return False

@@ -35,6 +35,7 @@ from polyfuse.schedule.tiling.interchange import stride_one_innermost
 from polyfuse.schedule.tiling.microtile import find_contraction, micro_tile
 from polyfuse.schedule.tiling.rowwise import row_members, rows_first
 from polyfuse.schedule.tiling.sizes import sizes_for, tile_band
+from polyfuse.schedule.tiling.streaming import streams
 
 SERIAL_INSTANCES = 4096  # C: a kernel launch with fewer statement instances runs on one thread (_work_per_launch)
 
@@ -117,6 +118,8 @@ class Mapper:
                 node, sizes = micro
             elif n_rows:
                 node, sizes = rows_first(self.prog, node, n_rows), ()
+            elif shapes and self._streams(node, stmts):
+                sizes = ()  # untiled: each thread walks one contiguous block of rows (``streaming.py``)
             else:
                 sizes = sizes_for(self.tile, self.target, stmts, node.band_n_member(), n_par)
                 if self.choose is not None and _auto(self.tile, stmts):
@@ -145,6 +148,25 @@ class Mapper:
         kernel = Kernel(name, stmts, grid=launch[0], block=launch[1], tile_sizes=tuple(sizes), serial=serial)
         self.kernels.append(KernelInfo(kernel, domain, None, None, flat))
         return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
+
+    def _streams(self, node: isl.ScheduleNode, stmts: tuple[str, ...]) -> bool:
+        """C: whether the band is left untiled because its tiles would reuse nothing (``streaming.py``);
+        says so in the tile search's log."""
+        if self.params is None or not _auto(self.tile, stmts) or not node.band_get_permutable():
+            return False
+        if not streams(self.prog, node, self.params, self.cache_bytes or STREAMING_CACHE_BYTES):
+            return False
+        # the OpenMP loop is the first member with more than one iteration (isl elides a single one); it
+        # alone must give every thread work, as no tile loops can be collapsed with it
+        extents = [self._extent(node, k) for k in range(node.band_n_member() - 1)]
+        outer = next((e for e in extents if e != 1), 0)
+        if outer < 2 * (os.cpu_count() or 1) or not node.band_member_get_coincident(extents.index(outer)):
+            return False
+        log = getattr(self.choose, "log", None)
+        if log is not None:
+            log.append(f"{', '.join(stmts)}: not tiled: every access walks memory contiguously along the innermost "
+                       "loop or not at all, and the arrays read again stay in cache (tiles would save no traffic)")
+        return True
 
     def _work_per_launch(self, node: isl.ScheduleNode) -> int | None:
         """C: the statement instances of one launch of the kernel below ``node`` at the given sizes (an
@@ -262,6 +284,10 @@ def box_volume(s: isl.Set) -> int | None:
             return None
         volume *= int(hi.to_python()) - int(lo.to_python()) + 1
     return volume
+
+
+STREAMING_CACHE_BYTES = 262144
+"""The cache a streaming band's re-read arrays must fit in (half of it) when the mapper is given none."""
 
 
 def _auto(tile, statements) -> bool:
