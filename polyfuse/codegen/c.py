@@ -46,7 +46,15 @@ from polyfuse.codegen.ast import (
     statement_call,
 )
 from polyfuse.codegen.c_micro import VECTOR_HELPERS, microtile_lines
-from polyfuse.codegen.c_openmp import Marked, annotate_parallel_marks, holds_loop, holds_parallel_mark, simd_clauses, two
+from polyfuse.codegen.c_openmp import (
+    Marked,
+    annotate_parallel_marks,
+    element_reduction,
+    holds_loop,
+    holds_parallel_mark,
+    simd_clauses,
+    two,
+)
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
@@ -355,6 +363,10 @@ class _CPrinter:
             if reductions:
                 lines.append(f"{pad}#pragma omp simd " + " ".join(
                     f"private({name})" if op == "private" else f"reduction({op}:{name})" for op, name in reductions))
+            else:
+                promoted = self._element_reduction(node, depth, parallel)
+                if promoted is not None:
+                    return promoted
         if node.for_is_degenerate():
             lines.append(f"{pad}{{")
             lines.append(f"{pad}{INDENT}const {INDEX_TYPE} {it} = {init};")
@@ -402,6 +414,37 @@ class _CPrinter:
                 node = node.for_get_body()
             else:
                 return False
+
+    def _element_reduction(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str] | None:
+        """The innermost loop ``node`` with the array elements its statements add into kept in scalar
+        accumulators (:func:`polyfuse.codegen.c_openmp.element_reduction`), or ``None``: every statement
+        of the body adds into its own element, which does not move along the loop and which no other
+        statement of the body touches."""
+        body = node.for_get_body()
+        nodes = list(block_children(body)) if body.get_type() == isl.ast_node_type.block else [body]
+        if not nodes or any(n.get_type() != isl.ast_node_type.user for n in nodes):
+            return None
+        calls = [statement_call(n) for n in nodes]
+        it = self._index(node.for_get_iterator())
+        targets = [c.statement.write.array for c in calls]
+        if len(set(targets)) != len(targets) or any(
+                it in expr_ids(c.write) or not element_reduction(c.statement, self.program.arrays)
+                or any(a.array in targets and a.array != c.statement.write.array for a in c.statement.accesses)
+                for c in calls):
+            return None
+        pad = INDENT * depth
+        accs = [(f"pf_acc{k}", self._index(c.write), self.program.arrays[c.statement.write.array].dtype.c_name)
+                for k, c in enumerate(calls)]
+        cond = _strip_parens(self._index(node.for_get_cond()))
+        lines = [f"{pad}{{", *(f"{pad}{INDENT}{ctype} {name} = {target};" for name, target, ctype in accs),
+                 f"{pad}{INDENT}#pragma omp simd " + " ".join(f"reduction(+:{name})" for name, _, _ in accs),
+                 f"{pad}{INDENT}for ({INDEX_TYPE} {it} = {self._index(node.for_get_init())}; {cond}; "
+                 f"{it} += {self._index(node.for_get_inc())}) {{"]
+        for line in self._node(body, depth + 2, parallel):
+            for name, target, _ in accs:
+                line = re.sub(r"(?<![A-Za-z0-9_])" + re.escape(target), name, line)
+            lines.append(line)
+        return [*lines, f"{pad}{INDENT}}}", *(f"{pad}{INDENT}{target} = {name};" for name, target, _ in accs), f"{pad}}}"]
 
     def _simd_reductions(self, body: isl.AstNode) -> list[tuple[str, str]]:
         """The clauses of ``#pragma omp simd`` for the innermost loop with this body (see

@@ -126,3 +126,28 @@ def holds_loop(node: isl.AstNode) -> bool:
     if kind == isl.ast_node_type.mark:
         return holds_loop(node.mark_get_node())
     return False
+
+
+def element_reduction(stmt: Statement, arrays: Mapping[str, Array]) -> bool:
+    """Whether ``stmt`` adds into one float array element (``w[i] += e`` or ``w[i] = w[i] + e``, ``e`` not
+    reading ``w``): run alone by an innermost loop along which that element does not move, the printer keeps
+    it in a scalar accumulator under ``#pragma omp simd reduction(+:...)`` (a reassociation: only with
+    ``reassociate=True``) instead of reading and writing memory every iteration (atax, gemver, mvt)."""
+    target = stmt.write.array
+    if not arrays[target].shape or not arrays[target].dtype.is_float:
+        return False
+    if stmt.op == "+=":
+        rest = [stmt.value]
+    elif stmt.op == "=" and isinstance(stmt.value, Binary) and stmt.value.op == "+":
+        sides = [stmt.value.lhs, stmt.value.rhs]
+        own = [k for k, side in enumerate(sides) if isinstance(side, Read)
+               and stmt.accesses[side.access].array == target
+               and stmt.accesses[side.access].relation.is_equal(stmt.write.relation)]
+        if len(own) != 1:
+            return False
+        rest = [sides[1 - own[0]]]
+    else:
+        return False
+    return not any(isinstance(node, Read) and stmt.accesses[node.access].array == target
+                   for e in rest for node in e.walk())
+
