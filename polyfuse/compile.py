@@ -251,15 +251,19 @@ class Executable:
         key = sizes if isinstance(sizes, tuple) else tuple(sorted((k, int(v)) for k, v in sizes.items()))
         entry = self._specialisations.get(key)
         if entry is None:
-            compiled = self._build(dict(key))
-            temporaries: dict[str, Any] = {
-                name: np.empty(self.program.arrays[name].concrete_shape(dict(key)), self.program.arrays[name].dtype.numpy)
-                for name in compiled.code.temporaries
-            }
-            if self.target == "c":  # passed by address, like the arguments (the arrays stay alive in _buffers)
-                self._buffers.append(temporaries)
-                temporaries = {name: a.ctypes.data for name, a in temporaries.items()}
-            entry = self._specialisations[key] = (compiled, temporaries)
+            entry = self._install(key, self._build(dict(key)))
+        return entry
+
+    def _install(self, key: tuple[tuple[str, int], ...], compiled: Compiled) -> tuple[Compiled, dict[str, Any]]:
+        """Keep ``compiled`` as the specialisation for the sizes ``key``, with its temporary buffers."""
+        temporaries: dict[str, Any] = {
+            name: np.empty(self.program.arrays[name].concrete_shape(dict(key)), self.program.arrays[name].dtype.numpy)
+            for name in compiled.code.temporaries
+        }
+        if self.target == "c":  # passed by address, like the arguments (the arrays stay alive in _buffers)
+            self._buffers.append(temporaries)
+            temporaries = {name: a.ctypes.data for name, a in temporaries.items()}
+        entry = self._specialisations[key] = (compiled, temporaries)
         return entry
 
     @progress.reported("compiling")
@@ -330,3 +334,23 @@ def compile(program: Program, target: str = "auto", tune: int | None = None, thr
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise PolyfuseError(f"threads= must be a positive int (or None for OpenMP's default), not {threads!r}")
     return Executable(program, resolved, schedule_options, k, threads)
+
+
+def compile_schedule(sched: Schedule, threads: int | None = None) -> Executable:
+    """An executable that runs ``sched`` exactly as it is at its sizes (``sched.params``, every size
+    given): no scheduler run, for a schedule computed in another process or unpickled (an explicit
+    ``schedule=`` is mapped and tiled again). At other sizes, or when ``sched`` is symbolic, each call's
+    sizes are specialised from the schedule's text as an explicit schedule (legality-checked, then
+    mapped: no fusion search); a pickle of the executable does the same."""
+    if not isinstance(sched, Schedule):
+        raise PolyfuseError(f"compile_schedule expects a pf.Schedule, got {type(sched).__name__}")
+    sizes = dict(sched.params)
+    options: dict[str, Any] = {"reassociate": sched.reassociate, "schedule": sched.to_text()}
+    exe = Executable(sched.program, sched.target, options, 0, threads)
+    if all(p in sizes for p in sched.program.params):
+        exe._given["params"] = sizes
+        code = codegen(sched)
+        compiled = Compiled(sched.program, sched.program.dependences(), sched, code, _load(code), sizes)
+        exe._install(tuple(sorted(sizes.items())), compiled)
+        exe._latest = compiled
+    return exe

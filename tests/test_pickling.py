@@ -60,3 +60,18 @@ def test_executable_runs_in_another_process():
     assert out.returncode == 0, out.stderr.decode()
     np.testing.assert_array_equal(pickle.loads(out.stdout), want)
     assert repr(pickle.loads(pickle.dumps(exe))) == "<pf.Executable add_exp target=c specialisations=1>"
+
+
+def test_compile_schedule_runs_an_unpickled_schedule_as_it_is():
+    from polyfuse.compile import compile_schedule
+
+    sizes = {"N": 37, "M": 29}
+    sched = pickle.loads(pickle.dumps(pf.schedule(add_exp, target="c", params=sizes)))
+    exe = compile_schedule(sched)
+    assert exe.code.text == pf.codegen(sched).text
+    a = np.random.default_rng(0).uniform(-1, 1, (37, 29)).astype(np.float32)
+    c = np.zeros_like(a)
+    want = c.copy()
+    exe(A=a, C=c, **sizes)
+    pf.reference(add_exp)(A=a, C=want, **sizes)
+    np.testing.assert_allclose(c, want, rtol=1e-6)

@@ -169,10 +169,11 @@ class ConvBnRelu(nn.Module):
 def _blocks():
     torch.manual_seed(0)
     return {
-        "mlp": (nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16)).eval(), (1, 4, 16)),
-        "encoder_layer": (nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True, activation="gelu").eval(), (1, 4, 16)),
-        "hand_block": (HandBlock().eval(), (1, 4, 16)),
-        "conv_bn_relu": (ConvBnRelu().eval(), (1, 3, 6, 6)),
+        # (sizes with work enough per kernel for threads: tiny work runs serially, in source order)
+        "mlp": (nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16)).eval(), (1, 32, 16)),
+        "encoder_layer": (nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True, activation="gelu").eval(), (1, 32, 16)),
+        "hand_block": (HandBlock().eval(), (1, 32, 16)),
+        "conv_bn_relu": (ConvBnRelu().eval(), (1, 3, 24, 24)),
     }
 
 
@@ -267,3 +268,18 @@ def test_dynamic_dimension_becomes_a_size_param():
         x = _rand(n, 8, seed=n)
         with torch.no_grad():
             _close(binding(exe, x), torch.relu(lin(x)) * 2.0)
+
+
+def test_a_scheduled_partition_is_compiled_exactly_as_scheduled():
+    """The bounded scheduler's child returns the finished schedule, which is compiled as it is: the code is
+    the one ``pf.compile`` builds in-process, register micro-tile included (recompiling its text as an
+    explicit schedule had tiled it again, scalar, 25x slower on conv-bn-relu)."""
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU()).eval()
+    x = _rand(1, 64, 64)
+    prog, binding = pf.from_torch(model, x)
+    compiled = compile_program(prog, time_limit=120.0)
+    text = compiled.exe.code.text
+    assert text == pf.compile(prog, target="c").code.text
+    assert "PF_VFMA_f32" in text  # the micro-kernel
+    with torch.no_grad():
+        _close(binding(compiled.exe, x), model(x))

@@ -46,7 +46,7 @@ def _user(ident: isl.Id) -> Any:
 
 def _read_tree(text: str, users: list[Any]) -> isl.Schedule:
     """The tree of ``text`` with ``users`` put back on its marks (the order of :func:`_mark_users`)."""
-    tree = isl.Schedule.read_from_str(isl.DEFAULT_CONTEXT, text)
+    tree = _without_identity_filters(isl.Schedule.read_from_str(isl.DEFAULT_CONTEXT, text))
     if not any(u is not None for u in users):
         return tree
     pending = iter(users)
@@ -64,7 +64,32 @@ def _read_tree(text: str, users: list[Any]) -> isl.Schedule:
 
 
 def _reduce_schedule(tree: isl.Schedule) -> tuple[Any, ...]:
-    return _read_tree, (tree.to_str(), _mark_users(tree))
+    return _read_tree, (_with_mark_children(tree).to_str(), _mark_users(tree))
+
+
+def _with_mark_children(tree: isl.Schedule) -> isl.Schedule:
+    """``tree`` with a filter of its own domain under every mark whose child is a leaf (a kernel of one
+    0-d statement): isl prints such a mark with no child and its reader refuses that. The reader drops
+    these filters again (:func:`_without_identity_filters`)."""
+    def visit(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() == _MARK and node.child(0).get_type() == isl.schedule_node_type.leaf:
+            return node.child(0).insert_filter(node.get_domain()).parent()
+        return node
+
+    return tree.get_root().map_descendant_bottom_up(visit).get_schedule()
+
+
+def _without_identity_filters(tree: isl.Schedule) -> isl.Schedule:
+    """``tree`` without the filters :func:`_with_mark_children` added (a mark's only child, a leaf
+    below it, filtering nothing out)."""
+    def visit(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if (node.get_type() == isl.schedule_node_type.filter and node.has_parent()
+                and node.parent().get_type() == _MARK and node.child(0).get_type() == isl.schedule_node_type.leaf
+                and node.filter_get_filter().is_equal(node.get_domain())):
+            return node.delete()
+        return node
+
+    return tree.get_root().map_descendant_bottom_up(visit).get_schedule()
 
 
 def fields_state(value: Any, drop: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -121,6 +121,8 @@ def schedule(
     if unknown:
         raise PolyfuseError(f"params names sizes that {prog.name} does not have: {', '.join(unknown)}")
     check_params(prog, params)
+    if params is None and not prog.params:
+        params = {}  # every size is known (a program built from concrete shapes): size-aware decisions apply
     validate_tile(tile, [s.name for s in prog.statements])
     parallel = parallel_choices(prog, parallel)
     _check_tile_depth(prog, tile)

@@ -3,8 +3,9 @@
 isl's scheduler can take minutes on a whole transformer block at realistic sizes (its operation budget
 does not bound every phase of the whole-component search). A model must never hang ``torch.compile``, so
 :func:`compile_program` computes the ``fusion="smart"`` schedule in a forked child process with a time
-limit; the child returns the schedule as text (``Schedule.to_text()``), which the parent compiles as an
-explicit schedule (legality re-checked, then tiled and mapped: cheap). Past the limit the child is
+limit; the child returns the finished schedule pickled, which the parent compiles exactly as it is
+(``compile_schedule``: register micro-tiles and all; recompiling its text as an explicit schedule would map
+and tile it again, and lost the conv-bn-relu block's micro-tile: 25x slower). Past the limit the child is
 killed and ``fusion="min"`` is tried the same way, then the source order (``fusion="none"``, which needs
 no scheduler run). ``Compiled.fusion`` says which one was taken and ``explain`` keeps the chosen
 schedule's own ``explain()`` text (the one of the explicit schedule would only say "explicit").
@@ -21,12 +22,13 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from polyfuse.compile import Executable
+from polyfuse.compile import Executable, compile_schedule
 from polyfuse.compile import compile as pf_compile
 from polyfuse.errors import PolyfuseWarning
 from polyfuse.frontend.torch.report import LOG
 from polyfuse.ir.program import Program
 from polyfuse.schedule import schedule as pf_schedule
+from polyfuse.schedule.model import Schedule
 
 DEFAULT_TIME_LIMIT = 120.0
 """Seconds the scheduler may take per fusion policy before the next, cheaper one is tried."""
@@ -55,10 +57,8 @@ def compile_program(program: Program, time_limit: float | None = DEFAULT_TIME_LI
     for fusion in ("smart", "min"):
         got = _bounded(program, fusion, options, time_limit)
         if got is not None:
-            text, explain, kernels = got
-            exe = pf_compile(program, target="c", schedule=text, **options)
-            if not program.params:
-                exe.specialise({})  # build now; a program with dynamic sizes is built per call's sizes
+            sched, explain, kernels = got
+            exe = compile_schedule(sched)  # built now, at the schedule's sizes (none: symbolic)
             return Compiled(exe, fusion, explain, kernels, time.perf_counter() - start)
         message = f"{program.name}: fusion={fusion!r} took more than {time_limit:g} s to schedule; trying a cheaper policy"
         LOG.warning(message)
@@ -68,8 +68,8 @@ def compile_program(program: Program, time_limit: float | None = DEFAULT_TIME_LI
     return Compiled(exe, "none", sched.explain(), len(sched.kernels), time.perf_counter() - start)
 
 
-def _bounded(program: Program, fusion: str, options: dict[str, Any], limit: float) -> tuple[str, str, int] | None:
-    """(schedule text, explain text, kernel count) from a child process, or None past ``limit`` seconds."""
+def _bounded(program: Program, fusion: str, options: dict[str, Any], limit: float) -> tuple[Schedule, str, int] | None:
+    """(schedule, explain text, kernel count) from a child process, or None past ``limit`` seconds."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: schedule, send the result, exit without running the parent's cleanup
@@ -78,7 +78,7 @@ def _bounded(program: Program, fusion: str, options: dict[str, Any], limit: floa
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 sched = pf_schedule(program, target="c", fusion=fusion, **options)
-                payload = pickle.dumps((sched.to_text(), sched.explain(), len(sched.kernels)))
+                payload = pickle.dumps((sched, sched.explain(), len(sched.kernels)))
         except BaseException as e:  # noqa: BLE001  (reported to the parent, which raises it)
             payload = pickle.dumps(e if _picklable(e) else RuntimeError(repr(e)))
         with os.fdopen(write, "wb") as f:
