@@ -8,7 +8,7 @@ from polyfuse import ops
 from polyfuse.analysis.dependences import Dependence, Dependences
 from polyfuse.codegen import codegen
 from polyfuse.codegen.code import Code
-from polyfuse.compile import Executable, PreparedCall, compile  # noqa: A004
+from polyfuse.compile import Executable, PreparedCall, compile, compile_schedule  # noqa: A004
 from polyfuse.errors import (
     BoundsError,
     CodegenError,
@@ -31,7 +31,7 @@ from polyfuse.schedule.text import load_schedule
 from polyfuse.types import DType, Param, f32, f64, i8, i16, i32, i64, params, u8, u16, u32, u64
 
 __all__ = [
-    "Code", "Executable", "PreparedCall", "Graph", "Tensor", "codegen", "compile", "ops",
+    "Code", "Executable", "PreparedCall", "Graph", "Tensor", "codegen", "compile", "compile_schedule", "ops",
     "Access", "Array", "BoundsError", "CodegenError", "DType", "Dependence", "Dependences", "IllegalTransformError",
     "Param", "PolyfuseError", "PolyfuseWarning", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64", "from_c",
     "i8", "i16", "i32", "load_schedule", "i64", "u8", "u16", "u32", "u64", "log", "max", "min", "params", "pow", "program", "reference", "schedule", "sqrt", "tanh", "where",
