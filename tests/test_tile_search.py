@@ -66,7 +66,7 @@ def test_c_search_fits_the_cache_budget():
     ti, tj, tk = k.tile_sizes
     # micro-tiled gemm: the k x j panel of B that the row groups sweep fits the budget
     assert tk * tj * 4 <= 32768
-    assert 256 // ti >= 8  # the parallel (outermost) tile loop has work for 8 threads
+    assert -(-256 // ti) * -(-256 // tj) >= 8  # the parallel tile loops (rows x lanes, collapsed) have work for 8 threads
 
 
 def test_1d_kernels_get_warp_multiples():

@@ -288,9 +288,10 @@ class _Kernel:
             return []
         k, lo = self.red.name, self.red.init
         lines: list[str] = []
+        strided = set(self._strided())  # (gathered instead: a contiguous copy of them is never read)
         for n in range(len(self.stmt.accesses)):
             row_dep, lane_dep = (True, True) if n == self.stmt.target else self._depends(n)
-            if row_dep or not lane_dep:
+            if row_dep or not lane_dep or n in strided:
                 continue
             name = f"pack{n}"
             self.packed[n] = name

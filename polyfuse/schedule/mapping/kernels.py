@@ -26,13 +26,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import islpy as isl
+import numpy as np
 
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T, member_map, prefix_through
 from polyfuse.schedule.mapping.choices import Choices, chosen_in, lead_with
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
 from polyfuse.schedule.tiling.interchange import stride_one_innermost
-from polyfuse.schedule.tiling.microtile import find_contraction, micro_tile
+from polyfuse.schedule.tiling.microtile import find_contraction, lane_tile, micro_tile
 from polyfuse.schedule.tiling.rowwise import row_members, rows_first
 from polyfuse.schedule.tiling.sizes import sizes_for, tile_band
 from polyfuse.schedule.tiling.streaming import streams
@@ -235,8 +236,13 @@ class Mapper:
             if not node.band_member_get_coincident(k):
                 break
             outer *= self._extent(node, k) or 1
-        rows = None if outer >= 2 * (os.cpu_count() or 1) else (self._extent(node, found.rows) or None)
-        return micro_tile(self.prog, node, found, self.cache_bytes, rows, self._extent)
+        # (the lane tiles run in parallel too, collapsed with the row tiles: 3072 lanes in tiles of 256 give 12)
+        itemsize = int(np.dtype(self.prog.arrays[self.prog.statement(found.statement).write.array].dtype.numpy).itemsize)
+        lanes = -(-self._extent(node, found.lane) // lane_tile(itemsize, self.cache_bytes)) if self._extent(node, found.lane) else 1
+        enough = 2 * (os.cpu_count() or 1)
+        rows = None if outer >= enough or lanes >= enough else (self._extent(node, found.rows) or None)
+        row_tiles = -(-enough // lanes) if self._extent(node, found.lane) else 8
+        return micro_tile(self.prog, node, found, self.cache_bytes, rows, self._extent, row_tiles)
 
     def _cuda(self, node, name, stmts, domain, flat, sizes) -> isl.ScheduleNode:
         n = len(sizes)

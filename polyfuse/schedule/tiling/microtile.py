@@ -257,29 +257,38 @@ def count_microtiles(sched) -> int:
 
 
 def cache_tile_sizes(found: Contraction, n_members: int, itemsize: int, cache_bytes: int | None = None,
-                     rows_extent: int | None = None) -> tuple[int, ...]:
+                     rows_extent: int | None = None, row_tiles: int = 8) -> tuple[int, ...]:
     """Cache tiles for the band reordered as :attr:`Contraction.order`.
 
     The ``Kc x Nc`` panel of the lane operand that the row groups sweep stays within ``cache_bytes``
     (default: half of this machine's L2, ``cost/machine.py``): ``Kc`` is 256 elements of ``k`` (128 for
     doubles) and ``Nc`` the widest multiple of 16 lanes that fits. ``Mc`` rows share that panel: 192 rows
     with an L2 of 1 MiB or more, else 96 (multiples of both ``MR``), fewer when the rows extent is known
-    and small, so that the parallel row-tile loop has at least 8 iterations (measured on a 2-core Zen 5,
+    and small, so that the parallel row-tile loop has at least ``row_tiles`` iterations (the mapper asks
+    for as many as the lane tiles, which run in parallel with them, leave short of two per core; a
+    row tile should stay long: each lane strip's gathered panel is shared by its rows) (measured on a 2-core Zen 5,
     f32 2048³: Mc 192 takes 42 ms where 96 takes 47). With reductions inside the register tile, no reduction is tiled (one tile
     covers each: a ``k`` tile loop outside them would change the order of each element's terms; they go
     inside only where ``k`` fits one ``Kc`` anyway); other members (batch, further reductions) are tiled
     by 1."""
     l2 = cache_sizes()[1]
-    budget = cache_bytes if cache_bytes else l2 // 2
     kc = 256 if itemsize <= 4 else 128
-    nc = max(16, min(1024, budget // (kc * itemsize)) // 16 * 16)
+    nc = lane_tile(itemsize, cache_bytes)
     mc = 192 if l2 >= 1 << 20 else 96  # the Mc x Kc block of the row operand stays in L2 (192 KiB at most)
     if rows_extent:
         mr = register_rows()
-        mc = max(mr, min(mc, rows_extent // 8 // mr * mr))
+        mc = max(mr, min(mc, rows_extent // max(row_tiles, 1) // mr * mr))
     if found.inner:  # the reductions are not tiled: a k tile loop outside the window would reorder each sum
         return (1,) * (n_members - 3 - len(found.inner)) + (mc, nc)
     return (1,) * (n_members - 3) + (mc, nc, kc)
+
+
+def lane_tile(itemsize: int, cache_bytes: int | None = None) -> int:
+    """``Nc``: the lanes of a cache tile, the widest multiple of 16 whose ``Kc x Nc`` panel fits
+    ``cache_bytes`` (default: half of this machine's L2)."""
+    budget = cache_bytes if cache_bytes else cache_sizes()[1] // 2
+    kc = 256 if itemsize <= 4 else 128
+    return max(16, min(1024, budget // (kc * itemsize)) // 16 * 16)
 
 
 INNER_REDUCTION_EXTENT = 8
@@ -289,7 +298,7 @@ the accumulators then stay in registers across them instead of a round trip thro
 
 def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_bytes: int | None = None,
                rows_extent: int | None = None, extent: Callable[[isl.ScheduleNode, int], int] | None = None,
-               ) -> tuple[isl.ScheduleNode, tuple[int, ...]]:
+               row_tiles: int = 8) -> tuple[isl.ScheduleNode, tuple[int, ...]]:
     """The band at ``node`` reordered for ``found``, tiled for the caches, with a ``microtile`` mark on its
     point band, and the tile sizes. Returns the tile band (its child is the mark). ``extent(band, k)``
     gives member ``k``'s iterations at the given sizes (0: unknown); with it, short further reductions
@@ -304,7 +313,8 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
         inner = tuple(m for m in found.outer_reductions if 0 < extent(node, m) <= INNER_REDUCTION_EXTENT)
         found = dataclasses.replace(found, inner=inner if len(inner) == len(found.outer_reductions) else ())
     node = reorder(node, found.order)
-    sizes = cache_tile_sizes(found, node.band_n_member(), _itemsize(prog.arrays[stmt.write.array].dtype), cache_bytes, rows_extent)
+    sizes = cache_tile_sizes(found, node.band_n_member(), _itemsize(prog.arrays[stmt.write.array].dtype), cache_bytes, rows_extent,
+                             row_tiles)
     if len(sizes) < node.band_n_member():  # the reductions stay a band of their own below, untiled
         node = node.band_split(len(sizes))
     ctx = node.get_ctx()
