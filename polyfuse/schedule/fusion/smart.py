@@ -314,45 +314,33 @@ def window_params(prog: Program) -> frozenset[str]:
 
 def _subscript_iterators(relation: isl.Map, names: tuple[str, ...]) -> list[set[str]]:
     """For each subscript of a single-valued access, the iterators it depends on."""
-    out: list[set[str]] = []
     fn = isl.PwMultiAff.from_map(relation)
-    for d in range(fn.dim(isl.dim_type.out)):
-        used: set[str] = set()
-
-        def piece(_set: isl.Set, aff: isl.Aff, used: set[str] = used) -> None:
-            for k, name in enumerate(names):
-                if not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero():
-                    used.add(name)
-
-        fn.get_pw_aff(d).foreach_piece(piece)
-        out.append(used)
-    return out
+    return [{name for _, aff in fn.get_pw_aff(d).get_pieces() for k, name in enumerate(names)
+             if not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero()}
+            for d in range(fn.dim(isl.dim_type.out))]
 
 
 def _iterators_used(relation: isl.Map, names: tuple[str, ...]) -> set[str]:
-    return set().union(*_subscript_iterators(relation, names)) if relation.dim(isl.dim_type.out) else set()
+    return set().union(*_subscript_iterators(relation, names))
 
 
 def _extent_param(domain: isl.Set, pos: int) -> str | None:
     """The param ``P`` when the loop at ``pos`` runs to ``P - 1`` plus a constant, else None."""
-    found: set[str] = set()
-    ok = [True]
-
-    def piece(_set: isl.Set, aff: isl.Aff) -> None:
-        coeffs = {aff.get_dim_name(isl.dim_type.param, k): aff.get_coefficient_val(isl.dim_type.param, k)
-                  for k in range(aff.dim(isl.dim_type.param))}
-        ps = [name for name, c in coeffs.items() if not c.is_zero()]
-        ins = [k for k in range(aff.dim(isl.dim_type.in_)) if not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero()]
-        if len(ps) == 1 and not ins and coeffs[ps[0]].is_one():
-            found.add(ps[0])
-        else:
-            ok[0] = False
-
     try:
-        domain.dim_max(pos).foreach_piece(piece)
+        pieces = domain.dim_max(pos).get_pieces()
     except isl.Error:
         return None
-    return found.pop() if ok[0] and len(found) == 1 else None
+    found: set[str] = set()
+    for _, aff in pieces:
+        if any(not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero() for k in range(aff.dim(isl.dim_type.in_))):
+            return None
+        coeffs = [(aff.get_dim_name(isl.dim_type.param, k), aff.get_coefficient_val(isl.dim_type.param, k))
+                  for k in range(aff.dim(isl.dim_type.param))]
+        used = [(name, c) for name, c in coeffs if not c.is_zero()]
+        if len(used) != 1 or not used[0][1].is_one():
+            return None
+        found.add(used[0][0])
+    return found.pop() if len(found) == 1 else None
 
 
 def _contractions_apart(parts: list[Kernel], micro_u: Mapping[str, int]) -> list[tuple[str, ...]]:

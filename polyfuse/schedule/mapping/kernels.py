@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import islpy as isl
-import numpy as np
 
+from polyfuse.cost.traffic import itemsize
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T, member_map, prefix_through
 from polyfuse.schedule.mapping.choices import Choices, chosen_in, lead_with
@@ -237,11 +237,12 @@ class Mapper:
                 break
             outer *= self._extent(node, k) or 1
         # (the lane tiles run in parallel too, collapsed with the row tiles: 3072 lanes in tiles of 256 give 12)
-        itemsize = int(np.dtype(self.prog.arrays[self.prog.statement(found.statement).write.array].dtype.numpy).itemsize)
-        lanes = -(-self._extent(node, found.lane) // lane_tile(itemsize, self.cache_bytes)) if self._extent(node, found.lane) else 1
+        size = itemsize(self.prog, self.prog.statement(found.statement).write.array)
+        lane_extent = self._extent(node, found.lane)
+        lanes = -(-lane_extent // lane_tile(size, self.cache_bytes)) if lane_extent else 1
         enough = 2 * (os.cpu_count() or 1)
         rows = None if outer >= enough or lanes >= enough else (self._extent(node, found.rows) or None)
-        row_tiles = -(-enough // lanes) if self._extent(node, found.lane) else 8
+        row_tiles = -(-enough // lanes) if lane_extent else 8
         return micro_tile(self.prog, node, found, self.cache_bytes, rows, self._extent, row_tiles)
 
     def _cuda(self, node, name, stmts, domain, flat, sizes) -> isl.ScheduleNode:

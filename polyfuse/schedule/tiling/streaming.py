@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import islpy as isl
-import numpy as np
 
+from polyfuse.cost.traffic import itemsize
 from polyfuse.ir.program import Program
 from polyfuse.schedule.tiling.microtile import access_coefficients, member_iterators, stride_along
 
@@ -57,5 +57,5 @@ def streams(prog: Program, node: isl.ScheduleNode, sizes: Mapping[str, int], cac
                 elements *= n
         except KeyError:
             return False
-        footprint += elements * np.dtype(arr.dtype.numpy).itemsize
+        footprint += elements * itemsize(prog, a)
     return footprint <= cache_bytes // 2
