@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from polyfuse.cost.machine import cache_sizes
 from polyfuse.cost.traffic import itemsize
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T, member_map, prefix_through
@@ -155,7 +156,7 @@ class Mapper:
         says so in the tile search's log."""
         if self.params is None or not _auto(self.tile, stmts) or not node.band_get_permutable():
             return False
-        if not streams(self.prog, node, self.params, self.cache_bytes or STREAMING_CACHE_BYTES):
+        if not streams(self.prog, node, self.params, self.cache_bytes or STREAMING_CACHE_BYTES, cache_sizes()[0]):
             return False
         # the OpenMP loop is the first member with more than one iteration (isl elides a single one); it
         # alone must give every thread work, as no tile loops can be collapsed with it
