@@ -246,7 +246,7 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
     attempts = [(True, True), (False, True), (False, False)] if schedule is None and fusion != "none" else [(False, True), (False, False)]
     done: list[tuple[tuple[int, ...], Schedule, list[str]]] = []
     failures: list[IllegalTransformError] = []
-    tried: set[tuple[str, bool]] = set()  # (base tree, relaxed view): a variant equal to an earlier one is not finished again
+    tried: list[tuple[isl.Schedule, frozenset[str]]] = []  # (base tree, view.relaxed): a variant equal to an earlier one is not finished again
     for n, (relax_isl, relax_view) in enumerate(attempts):
         view = DepView(deps, temporaries(prog), prog.context.get_space(), relax_view)
         try:
@@ -255,9 +255,9 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
                     base = user_tree(prog, schedule, view)
                 else:
                     base = base_tree(prog, fusion, view, relax_isl=relax_isl, budget=budget)
-                if (base.to_str(), relax_view) in tried:
-                    continue
-                tried.add((base.to_str(), relax_view))
+                if any(relaxed == view.relaxed and (b is base or b.plain_is_equal(base)) for b, relaxed in tried):
+                    continue  # (by value: the same tree may print differently once isl has simplified it)
+                tried.append((base, view.relaxed))
                 sched, log = _finish(prog, base, view, target, label, tile, params, search, limits, parallel)
         except IllegalTransformError as e:
             failures.append(e)

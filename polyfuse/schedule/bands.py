@@ -145,6 +145,14 @@ class DepView:
         self.temps = temps if privatize else frozenset()
         self._unions: dict[tuple, isl.UnionMap] = {}  # union() results: asked again for every band member
 
+    @property
+    def relaxed(self) -> frozenset[str]:
+        """The temporaries whose privatisation can change an answer: those of :attr:`temps` with an anti or
+        output dependence (a temporary's flow dependences constrain every view alike). Two views of the same
+        dependences with the same ``relaxed`` answer every question alike, so the variants of
+        ``pf.schedule`` that differ only in ``privatize`` are one variant when it is empty."""
+        return self.temps & frozenset(d.array for d in self.deps if d.kind != "flow")
+
     def union(self, kinds, arrays=None, exclude=(), among: frozenset[str] | None = None) -> isl.UnionMap:
         """The union of the dependences of ``kinds`` (on ``arrays``, default all, but not on ``exclude``;
         between two statements of ``among``, default all)."""

@@ -263,9 +263,17 @@ def annotated(prog: Program, tree: isl.Schedule, view: DepView) -> isl.Schedule:
     of ``prog``: the variants of ``pf.schedule``, ``"smart"``'s kernel count and its comparison with
     ``"min"`` ask for the same trees (the flags cost many isl subset tests each)."""
     memo = prog._cache.setdefault("annotated_trees", {})
-    key = (tree.to_str(), view.privatize, view.temps, tuple(id(d) for d in view.deps))
+    same = prog._cache.setdefault("annotated_objects", {})  # id(tree) -> (tree, view key, annotated)
+    view_key = (view.relaxed, tuple(id(d) for d in view.deps))
+    held = same.get(id(tree))
+    if held is not None and held[0] is tree and held[1] == view_key:
+        return held[2]
+    # (isl simplifies a tree's domain in place when it is worked on, so the same tree may print
+    # differently the second time: the object itself is the first key, its text the second)
+    key = (tree.to_str(), *view_key)
     if key not in memo:
         memo[key] = annotate(tree.get_root(), view).get_schedule()
+    same[id(tree)] = (tree, view_key, memo[key])
     return memo[key]
 
 
