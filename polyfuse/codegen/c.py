@@ -215,13 +215,20 @@ class _CPrinter(ValuePrinter):
             (self.usage.per_loop[loop] if loop is not None else self.usage.outside).update(used)
 
     def _function_scope_scalars(self) -> set[str]:
-        """Local scalars used outside parallel loops or in more than one: declared once, at function scope."""
+        """Local scalars used outside parallel loops, or uncontracted ones used in more than one: declared
+        once, at function scope. A contracted scalar never carries a value from one iteration of a parallel
+        loop to another (``privatize.py``), so each parallel loop that uses it declares its own copy."""
         out = set(self.usage.outside)
         seen: set[str] = set()
         for names in self.usage.per_loop.values():
-            out |= names & seen
+            out |= (names & seen) - self.sched.contracted
             seen |= names
         return out
+
+    def _private_scalars(self, loop: int) -> list[str]:
+        """The local scalars the parallel loop number ``loop`` declares in its body (one copy per thread)."""
+        used = self.usage.per_loop.get(loop, set())
+        return sorted((used - self.function_scalars) | (used & self.sched.contracted))
 
     # ----- statements and control flow ----------------------------------------------------------
     def _parallel_below(self, mark: isl.AstNode, parallel: str | None) -> str | None:
@@ -317,7 +324,7 @@ class _CPrinter(ValuePrinter):
         if is_parallel:
             loop = self._loop_counter
             self._loop_counter += 1
-            private = sorted(self.usage.per_loop.get(loop, set()) - self.function_scalars)
+            private = self._private_scalars(loop)
             collapse = " collapse(2)" if not private and it == parallel and self._collapsible(node, parallel) else ""
             construct = "for" if self.in_region else "parallel for"
             lines.append(f"{pad}#pragma omp {construct} schedule(static){collapse}")

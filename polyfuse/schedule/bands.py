@@ -167,12 +167,15 @@ class DepView:
         return self._unions[key]
 
     def privatizable(self, prefix: isl.MultiUnionPwAff, among: frozenset[str] | None = None) -> frozenset[str]:
-        """The temporaries (of ``among``, default all) whose every flow dependence stays inside one
-        iteration of ``prefix``."""
+        """The temporaries (of ``among``, default all) whose every flow dependence that touches a statement
+        under ``prefix`` stays inside one iteration of it. Flows between other statements do not matter: a
+        scalar reset at the start of every row of two passes (deriche's ``ym1``) gets a copy per pass."""
         out = []
+        inside = prefix.domain()
         for x in self.temps if among is None else self.temps & among:
             flow = self.union(("flow",), (x,))
-            if flow.is_subset(flow.eq_at_multi_union_pw_aff(prefix)):
+            touching = flow.intersect_domain(inside).union(flow.intersect_range(inside))
+            if touching.is_subset(touching.eq_at_multi_union_pw_aff(prefix)):
                 out.append(x)
         return frozenset(out)
 

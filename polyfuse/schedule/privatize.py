@@ -30,29 +30,46 @@ def temporaries(prog: Program) -> frozenset[str]:
 
 
 def contract(prog: Program, tree: isl.Schedule, kernels: tuple[KernelInfo, ...], view: DepView) -> dict[str, isl.UnionMap]:
-    """The contracted temporaries, each with its privatisation map ``P_d`` (see the module docstring)."""
+    """The contracted temporaries, each with its privatisation map ``P_d`` (see the module docstring).
+
+    A temporary several kernels use (deriche's ``ym1``, reset at the start of every row of two different
+    passes) is contracted when no value of it flows from one kernel to another: each kernel then has a
+    scalar of its own, and ``P_d`` is the union of the kernels' maps, each at its own depth."""
     flat = tree.get_map()
     out: dict[str, isl.UnionMap] = {}
     for x in sorted(temporaries(prog)):
         users = _accessing(prog, x)
-        homes = [k for k in kernels if all(_in(k.domain, s) for s in users)]
-        if len(homes) != 1:
+        homes = [k for k in kernels if any(_in(k.domain, s) for s in users)]
+        if not homes or not all(any(_in(k.domain, s) for k in homes) for s in users):
             continue
-        home = homes[0]
-        dom = isl.UnionSet.empty(prog.context.get_space())
-        for s in prog.statements:
-            if s.name in users:
-                dom = dom.union(isl.UnionSet.from_set(s.domain))
-        f = flat.intersect_domain(dom)
-        width = _width(f)
         flow = view.union(("flow",), arrays=(x,))
         acc = prog.access_relations(("read", "write", "update")).intersect_range(_array_universe(prog, x))
-        for d in range(width, home.flat_depth - 1, -1):
-            p = _truncate(f, d)
-            if flow.is_subset(same_value(p)) and p.reverse().apply_range(acc).is_single_valued():
-                out[x] = p
-                break
+        maps = [_home_map(prog, flat, home, {s for s in users if _in(home.domain, s)}, flow, acc) for home in homes]
+        if any(m is None for m in maps):
+            continue
+        p = maps[0]
+        for m in maps[1:]:
+            p = p.union(m)
+        if flow.is_subset(same_value(p)):  # (no value crosses from one kernel to another)
+            out[x] = p
     return out
+
+
+def _home_map(prog: Program, flat: isl.UnionMap, home: KernelInfo, users: set[str], flow: isl.UnionMap,
+              acc: isl.UnionMap) -> isl.UnionMap | None:
+    """``P_d`` for the statements ``users`` of one kernel (the deepest ``d`` that works), or ``None``."""
+    dom = isl.UnionSet.empty(prog.context.get_space())
+    for s in prog.statements:
+        if s.name in users:
+            dom = dom.union(isl.UnionSet.from_set(s.domain))
+    f = flat.intersect_domain(dom)
+    flow = flow.intersect_domain(dom).intersect_range(dom)
+    acc = acc.intersect_domain(dom)
+    for d in range(_width(f), home.flat_depth - 1, -1):
+        p = _truncate(f, d)
+        if flow.is_subset(same_value(p)) and p.reverse().apply_range(acc).is_single_valued():
+            return p
+    return None
 
 
 def _accessing(prog: Program, array: str) -> set[str]:

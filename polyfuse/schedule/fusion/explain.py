@@ -41,7 +41,8 @@ def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: Dep
         first, second = a.statements, b.statements
         if any(set(first) | set(second) <= group for group in apart):
             reason = ("fusion='smart' fused them, then distributed them again: the model rates them better in "
-                      "separate kernels (fewer bytes, or register micro-tiles kept; the notes give the numbers)")
+                      "separate kernels (register micro-tiles kept, fewer innermost loops striding through memory, or "
+                      "fewer bytes; the notes give the numbers)")
         elif fusion in _POLICY:
             reason = _POLICY[fusion]
             blocker = _blocker(prog, "max", view, first, second)

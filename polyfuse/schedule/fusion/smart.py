@@ -44,6 +44,7 @@ from polyfuse.cost.traffic import program_traffic
 from polyfuse.errors import IllegalTransformError, PolyfuseError, warn
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, T, annotate, statement_filters
+from polyfuse.schedule.fusion.locality import strided_walks
 from polyfuse.schedule.fusion.scheduler import BudgetExhausted, IslBudget
 from polyfuse.schedule.mapping.kernels import box_volume, split, statements_of
 from polyfuse.schedule.model import KERNEL_MARK, Kernel, Schedule
@@ -90,16 +91,18 @@ class _Candidate:
     bytes: int
     sequential: int
     apart: tuple[frozenset[str], ...] = ()  # the fused kernels it distributes
+    strided: int = 0  # statement instances x accesses striding along their innermost loop (``locality.py``)
 
     @functools.cached_property
     def microtiles(self) -> int:
         return sum(_microtiles(self.schedule).values())
 
     @property
-    def rating(self) -> tuple[int, int]:
+    def rating(self) -> tuple[int, int, int]:
         """Lower is better: register micro-tiles kept (a contraction is compute-bound: one without its
-        micro-tile loses more time than any bytes saved), then modelled bytes."""
-        return (-self.microtiles, self.bytes)
+        micro-tile loses more time than any bytes saved), then strided innermost walks (a line per element,
+        no vectors: more time than the bytes say), then modelled bytes."""
+        return (-self.microtiles, self.strided, self.bytes)
 
 
 def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Finish, budget: IslBudget,
@@ -124,6 +127,7 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
         with budget.stage("the traffic comparison"):
             tf = program_traffic(prog, f.tree, f.kernels, f.contracted, sizes)
             tu = program_traffic(prog, u.tree, u.kernels, u.contracted, sizes)
+            wf, wu = strided_walks(prog, f, sizes), strided_walks(prog, u, sizes)
     except (PolyfuseError, BudgetExhausted) as e:
         return f, [unrated(f"traffic not compared ({e})", budget=isinstance(e, BudgetExhausted))]
     notes = [f"fusion='smart' by traffic at {at}: maximal fusion ({len(f.kernels)} kernel(s)) {tf.total_bytes} B vs "
@@ -138,11 +142,14 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
         bytes_f = tf.per_kernel[kf.name].total_bytes
         bytes_u = sum(tu.per_kernel[p.name].total_bytes for p in parts)
         lost = sum(micro_u.get(p.name, 0) for p in parts) - micro_f.get(kf.name, 0)  # register micro-tiles fusion costs
+        strided = wf.get(kf.name, 0) - sum(wu.get(p.name, 0) for p in parts)  # strided walks fusion adds
         less_parallel = not kf.without_parallel_loop and any(p.without_parallel_loop for p in parts)
-        loses = (bytes_u < bytes_f or lost > 0) and not less_parallel
+        loses = (bytes_u < bytes_f or lost > 0 or strided > 0) and not less_parallel
         names = " | ".join("+".join(p.statements) for p in parts)
-        verdict = ("kept fused (unfused would be less parallel)" if less_parallel and (bytes_u < bytes_f or lost > 0) else
+        verdict = ("kept fused (unfused would be less parallel)" if less_parallel and (bytes_u < bytes_f or lost > 0 or strided > 0) else
                    f"fusion loses the register micro-tile of {lost} contraction(s): distributed" if loses and lost > 0 else
+                   f"fusion makes {strided} access(es) x instances stride along the innermost loop: distributed"
+                   if loses and strided > 0 else
                    "fusion loses: distributed" if loses else "kept fused")
         notes.append(f"fusion='smart': {kf.name} ({'+'.join(kf.statements)}) {bytes_f} B fused vs {bytes_u} B as {names}: {verdict}")
         if loses:
@@ -151,15 +158,16 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
                 groups = _contractions_apart(parts, micro_u)
                 if len(groups) < len(parts):
                     grouped[frozenset(kf.statements)] = groups
-    candidates = [_Candidate("the fused schedule", f, tf.total_bytes, _sequential_kernels(f))]
+    candidates = [_Candidate("the fused schedule", f, tf.total_bytes, _sequential_kernels(f), strided=sum(wf.values()))]
     failed = None
     if split_kernels:
         try:
             with budget.stage("distributing the kernels where fusion loses"):
                 mixed = finish(distribute(prog, fused.base, fused.view, split_kernels, donor=unfused.base), fused.view)
                 tm = program_traffic(prog, mixed.tree, mixed.kernels, mixed.contracted, sizes).total_bytes
+                wm = sum(strided_walks(prog, mixed, sizes).values())
             candidates.append(_Candidate(f"the distributed schedule ({len(split_kernels)} kernel(s) distributed: "
-                                         f"{len(mixed.kernels)} kernel(s))", mixed, tm, _sequential_kernels(mixed), tuple(split_kernels)))
+                                         f"{len(mixed.kernels)} kernel(s))", mixed, tm, _sequential_kernels(mixed), tuple(split_kernels), wm))
             notes.append(f"fusion='smart': distributed {len(split_kernels)} kernel(s): {len(mixed.kernels)} kernel(s), {tm} B")
         except (IllegalTransformError, PolyfuseError, BudgetExhausted) as e:
             failed = e
@@ -169,12 +177,13 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
             with budget.stage("taking the contractions out of the kernels where fusion loses"):
                 apart = finish(distribute(prog, fused.base, fused.view, grouped, donor=unfused.base), fused.view)
                 ta = program_traffic(prog, apart.tree, apart.kernels, apart.contracted, sizes).total_bytes
+                wa = sum(strided_walks(prog, apart, sizes).values())
             candidates.insert(1, _Candidate(f"the schedule with the contractions apart ({len(apart.kernels)} kernel(s))",
-                                            apart, ta, _sequential_kernels(apart), tuple(grouped)))
+                                            apart, ta, _sequential_kernels(apart), tuple(grouped), wa))
             notes.append(f"fusion='smart': contractions apart, the rest fused: {len(apart.kernels)} kernel(s), {ta} B")
         except (IllegalTransformError, PolyfuseError, BudgetExhausted) as e:
             notes.append(f"fusion='smart': taking the contractions apart failed ({e})")
-    candidates.append(_Candidate("fusion='min'", u, tu.total_bytes, _sequential_kernels(u)))
+    candidates.append(_Candidate("fusion='min'", u, tu.total_bytes, _sequential_kernels(u), strided=sum(wu.values())))
     return _choose(candidates, notes, failed, split_kernels)
 
 
@@ -202,8 +211,9 @@ def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | 
     least = min(allowed, key=lambda c: c.bytes)
     worse = least.bytes < chosen.bytes
     if worse:
-        line += (f", although {least.label} moves fewer bytes ({least.bytes} B{_micro_text(least)}): "
-                 f"it keeps fewer register micro-tiles")
+        why = ("it keeps fewer register micro-tiles" if least.microtiles < chosen.microtiles else
+               f"more of its innermost loops stride through memory ({least.strided} vs {chosen.strided} access(es) x instances)")
+        line += f", although {least.label} moves fewer bytes ({least.bytes} B{_micro_text(least)}): {why}"
     if cheapest.rating < chosen.rating:  # (only where it is less parallel: a note, not a warning)
         line += (f"; {cheapest.label} would move {cheapest.bytes} B{_micro_text(cheapest)} but run "
                  f"{cheapest.sequential - chosen.sequential} more kernel(s) sequentially")
