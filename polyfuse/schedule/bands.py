@@ -219,9 +219,42 @@ def _merge_chain(node: isl.ScheduleNode, view: DepView) -> isl.ScheduleNode:
 
 def _flag(node: isl.ScheduleNode, view: DepView) -> isl.ScheduleNode:
     node = node.band_set_permutable(1 if bounded_flag(lambda: _permutable(node, view)) else 0)
-    for k in range(node.band_n_member()):
-        node = node.band_member_set_coincident(k, 1 if bounded_flag(lambda: coincident(node, k, view)) else 0)
+    n = node.band_n_member()
+    flags = _coincident_members(node, view)
+    for k in range(n):
+        flag = flags[k] if k < len(flags) else bounded_flag(lambda: coincident(node, k, view))
+        node = node.band_member_set_coincident(k, 1 if flag else 0)
     return node
+
+
+def _coincident_members(node: isl.ScheduleNode, view: DepView) -> list[bool]:
+    """:func:`coincident` of the band's members in order, computed incrementally where the dependences that
+    constrain them are the same for every member (no temporary under the band that privatisation could
+    relax: :meth:`DepView.constraining` then does not depend on the prefix). The dependences active at
+    member ``k`` are those active at ``k - 1`` with member ``k - 1`` equal, so each member costs one
+    ``eq_at`` and one subset test instead of rebuilding both from the prefix (the band flags' cost on
+    doitgen and durbin, two thirds). Each answer is bounded as :func:`bounded_flag` bounds a question; the
+    members not answered here (the list stops short) are asked one by one."""
+    full = _prefix(node, node.band_n_member())
+    found: set[str] = set()
+    full.domain().foreach_set(lambda st: found.add(st.get_tuple_name()))
+    if view.relaxed & frozenset(d.array for d in view.deps if d.source in found and d.sink in found):
+        return []
+    out: list[bool] = []
+    state: list[isl.UnionMap] = []
+
+    def step(k: int) -> bool:
+        active = state[0] if state else _active(node, view.constraining(full), _prefix(node, 0))
+        following = active.eq_at_multi_union_pw_aff(_member(node, k))
+        state[:] = [following]
+        return active.is_subset(following)
+
+    for k in range(node.band_n_member()):
+        answer = within_budget(lambda: step(k), None, FLAG_BUDGET)
+        if answer is None:  # (past the budget: the rest one by one, conservatively)
+            break
+        out.append(answer)
+    return out
 
 
 def _active(node: isl.ScheduleNode, deps: isl.UnionMap, prefix: isl.MultiUnionPwAff) -> isl.UnionMap:
