@@ -33,6 +33,7 @@ from polyfuse.analysis.legality import padded_schedule_map
 from polyfuse.errors import PolyfuseError, PolyfuseWarning, user_stacklevel
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import QUOTA_MESSAGE, DepView, T, annotate, isl_options, over_quota
+from polyfuse.schedule.fusion.lifting import lift, lower
 from polyfuse.schedule.mapping.kernels import split
 from polyfuse.schedule.text import read_schedule
 
@@ -251,9 +252,17 @@ def _whole_if_fewer_kernels(prog: Program, sc: isl.ScheduleConstraints, tree: is
     clustered = _kernel_count(prog, tree, view)
     if clustered[1] <= 1:
         return tree
+    budget = budget if budget is not None else IslBudget()
+    lifted = lift(sc) if not prog.params else None  # concrete sizes: solved symbolically (``lifting.py``)
     try:
-        whole = (budget if budget is not None else IslBudget()).compute(sc, _WHOLE_OUTER)
-    except BudgetExhausted:  # the clustered schedule stands
+        if lifted is not None:
+            found = lower(budget.compute(lifted, _WHOLE_OUTER), sc.get_domain())
+            if found is None:
+                return tree
+            whole = found
+        else:
+            whole = budget.compute(sc, _WHOLE_OUTER)
+    except (BudgetExhausted, SchedulerFailed):  # the clustered schedule stands
         return tree
     return whole if _kernel_count(prog, whole, view) < clustered else tree
 
