@@ -47,11 +47,19 @@ def check_schedule(
     deps = dependences_of(prog)
     if _all_ordered(prog, [d for d in deps if d.array not in privatized], ordered):
         deps = tuple(d for d in deps if d.array in privatized)  # (the others hold)
+    same_of: dict[tuple[str, str, str], isl.UnionMap] = {}
+    domain_of = {s.name: isl.UnionSet.from_set(s.domain) for s in prog.statements}
     for dep in deps:  # (privatised arrays, or a pair that fails: the dependence and its witness, one by one)
         rel = isl.UnionMap.from_map(dep.relation).intersect_params(prog.context)
         thread = privatized.get(dep.array)
         if thread is not None:
-            same = thread.apply_range(thread.reverse())
+            key = (dep.array, dep.source, dep.sink)
+            if key not in same_of:  # (the pairs of one iteration, for these two statements only: the whole
+                # privatisation map relates every pair of its statements, quadratic in their number)
+                src = thread.intersect_domain(domain_of[dep.source])
+                dst = thread.intersect_domain(domain_of[dep.sink])
+                same_of[key] = src.apply_range(dst.reverse())
+            same = same_of[key]
             if dep.kind == "flow":
                 escaping = rel.subtract(same)
                 if not escaping.is_empty():

@@ -21,7 +21,7 @@ from __future__ import annotations
 import islpy as isl
 
 from polyfuse.ir.program import Program
-from polyfuse.schedule.bands import DepView, same_value
+from polyfuse.schedule.bands import DepView
 from polyfuse.schedule.mapping.kernels import KernelInfo
 
 
@@ -37,20 +37,29 @@ def contract(prog: Program, tree: isl.Schedule, kernels: tuple[KernelInfo, ...],
     scalar of its own, and ``P_d`` is the union of the kernels' maps, each at its own depth."""
     flat = tree.get_map()
     out: dict[str, isl.UnionMap] = {}
+    accesses = prog.access_relations(("read", "write", "update"))
+    home_of: dict[str, int] = {}
+    for k, info in enumerate(kernels):
+        names: list[str] = []
+        info.domain.foreach_set(lambda st: names.append(st.get_tuple_name()))
+        for name in names:
+            home_of.setdefault(name, k)
     for x in sorted(temporaries(prog)):
         users = _accessing(prog, x)
-        homes = [k for k in kernels if any(_in(k.domain, s) for s in users)]
-        if not homes or not all(any(_in(k.domain, s) for k in homes) for s in users):
+        if not users or any(s not in home_of for s in users):
             continue
+        if any(d.kind == "flow" and d.array == x and home_of.get(d.source) != home_of.get(d.sink) for d in view.deps):
+            continue  # a value crosses from one kernel to another (by statement: no isl needed)
+        homes = [kernels[k] for k in sorted({home_of[s] for s in users})]
         flow = view.union(("flow",), arrays=(x,))
-        acc = prog.access_relations(("read", "write", "update")).intersect_range(_array_universe(prog, x))
+        acc = accesses.intersect_range(_array_universe(prog, x))
         maps = [_home_map(prog, flat, home, {s for s in users if _in(home.domain, s)}, flow, acc) for home in homes]
         if any(m is None for m in maps):
             continue
         p = maps[0]
         for m in maps[1:]:
             p = p.union(m)
-        if flow.is_subset(same_value(p)):  # (no value crosses from one kernel to another)
+        if _within(flow, p):  # (no value crosses from one kernel to another)
             out[x] = p
     return out
 
@@ -65,11 +74,27 @@ def _home_map(prog: Program, flat: isl.UnionMap, home: KernelInfo, users: set[st
     f = flat.intersect_domain(dom)
     flow = flow.intersect_domain(dom).intersect_range(dom)
     acc = acc.intersect_domain(dom)
-    for d in range(_width(f), home.flat_depth - 1, -1):
-        p = _truncate(f, d)
-        if flow.is_subset(same_value(p)) and p.reverse().apply_range(acc).is_single_valued():
-            return p
-    return None
+    # Condition 1 holds for every depth up to some d* and for none below it (equal at d dimensions, equal at
+    # fewer), condition 2 from some depth on (fewer accesses per deeper iteration): the deepest depth that
+    # works is d* when condition 2 holds there, else there is none. d* by bisection.
+    lo, hi = home.flat_depth, _width(f)
+    if lo > hi or not _within(flow, _truncate(f, lo)):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _within(flow, _truncate(f, mid)):
+            lo = mid
+        else:
+            hi = mid - 1
+    p = _truncate(f, lo)
+    return p if p.reverse().apply_range(acc).is_single_valued() else None
+
+
+def _within(flow: isl.UnionMap, p: isl.UnionMap) -> bool:
+    """Whether every pair of ``flow`` has equal ``p`` values: ``flow`` within ``{ s -> t : p(s) = p(t) }``,
+    asked on the images ``p(s) -> p(t)`` (building that relation pairs every two statements of ``p``)."""
+    images = flow.apply_domain(p).apply_range(p)
+    return images.is_subset(images.domain().identity())
 
 
 def _accessing(prog: Program, array: str) -> set[str]:
