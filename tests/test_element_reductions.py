@@ -87,3 +87,53 @@ def test_a_statement_reading_another_accumulator_is_left_in_memory():
     pf.reference(row_sums)(**want)
     for name in ("s", "t"):
         np.testing.assert_allclose(args[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+TRISOLV_LIKE = """
+void solve(int n, double L[n][n], double x[n], double b[n]) {
+#pragma scop
+  for (int i = 0; i < n; i++) {
+    x[i] = b[i];
+    for (int j = 0; j < %s; j++)
+      x[i] -= L[i][j] * x[j];
+    x[i] = x[i] / L[i][i];
+  }
+#pragma endscop
+}
+"""
+
+
+def _solve_inputs(n: int) -> dict[str, object]:
+    rng = np.random.default_rng(4)
+    return {"L": rng.uniform(-1, 1, (n, n)) + n * np.eye(n), "x": rng.uniform(-1, 1, n), "b": rng.uniform(-1, 1, n)}
+
+
+@pytest.mark.parametrize("n", [1, 7, 37, 129])
+def test_a_subtraction_reading_other_elements_of_its_array_accumulates_in_a_register(n):
+    """trisolv: ``x[i] -= L[i][j] * x[j]`` reads ``x``, but only elements ``j < i``, never the one it
+    updates: the element stays in a register, ``-=`` under ``reduction(+:...)``; the result is gcc's."""
+    from tests.c_oracle import GccKernel
+
+    source = TRISOLV_LIKE % "i"
+    prog = pf.from_c(source)
+    exe = pf.compile(prog, target="c", params={"n": n})
+    if n > 1:
+        assert "pf_acc0 -= " in exe.code.text and "reduction(+:pf_acc0)" in exe.code.text, exe.code.text
+    args = _solve_inputs(n)
+    want = GccKernel(source, "solve", None)(**args)
+    exe(**args)
+    tol = 1e-12 * max(n, 1)
+    np.testing.assert_allclose(args["x"], want["x"], rtol=tol, atol=tol)
+
+
+def test_a_read_of_the_updated_element_itself_is_left_in_memory():
+    """With ``j <= i`` the loop also reads ``x[i]`` (its last iteration): no accumulator, the source's order."""
+    source = TRISOLV_LIKE % "i + 1"
+    prog = pf.from_c(source)
+    exe = pf.compile(prog, target="c", params={"n": 37})
+    assert "pf_acc" not in exe.code.text
+    args = _solve_inputs(37)
+    want = {k: v.copy() for k, v in args.items()}
+    exe(**args)
+    pf.reference(prog)(**want, n=37)
+    assert np.array_equal(args["x"], want["x"])

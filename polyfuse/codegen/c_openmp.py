@@ -92,7 +92,7 @@ def simd_clauses(stmts: Sequence[Statement], local_scalars: frozenset[str], arra
         name = st.write.array
         if name not in local_scalars or not arrays[name].dtype.is_float:
             continue
-        if st.op == "+=":
+        if st.op in ("+=", "-="):  # (``s -= e`` under ``reduction(+:s)``: each lane's copy starts at 0)
             found[name] = "+"
         elif st.op == "=" and isinstance(st.value, Binary) and st.value.op in ("max", "min") and any(
                 isinstance(side, Read) and st.accesses[side.access].array == name for side in (st.value.lhs, st.value.rhs)):
@@ -129,14 +129,15 @@ def holds_loop(node: isl.AstNode) -> bool:
 
 
 def element_reduction(stmt: Statement, arrays: Mapping[str, Array]) -> bool:
-    """Whether ``stmt`` adds into one float array element (``w[i] += e`` or ``w[i] = w[i] + e``, ``e`` not
-    reading ``w``): run alone by an innermost loop along which that element does not move, the printer keeps
-    it in a scalar accumulator under ``#pragma omp simd reduction(+:...)`` (a reassociation: only with
+    """Whether ``stmt`` adds into one float array element (``w[i] += e``, ``w[i] -= e`` or ``w[i] = w[i] + e``,
+    ``e`` reading no element of ``w`` that the statement writes: trisolv's ``x[i] -= L[i][j] * x[j]`` with
+    ``j < i``): run alone by an innermost loop along which that element does not move, the printer keeps it
+    in a scalar accumulator under ``#pragma omp simd reduction(+:...)`` (a reassociation: only with
     ``reassociate=True``) instead of reading and writing memory every iteration (atax, gemver, mvt)."""
     target = stmt.write.array
     if not arrays[target].shape or not arrays[target].dtype.is_float:
         return False
-    if stmt.op == "+=":
+    if stmt.op in ("+=", "-="):
         rest = [stmt.value]
     elif stmt.op == "=" and isinstance(stmt.value, Binary) and stmt.value.op == "+":
         sides = [stmt.value.lhs, stmt.value.rhs]
@@ -149,5 +150,6 @@ def element_reduction(stmt: Statement, arrays: Mapping[str, Array]) -> bool:
     else:
         return False
     return not any(isinstance(node, Read) and stmt.accesses[node.access].array == target
+                   and not stmt.accesses[node.access].relation.intersect(stmt.write.relation).is_empty()
                    for e in rest for node in e.walk())
 
