@@ -92,6 +92,16 @@ def itemsize(prog: Program, array: str) -> int:
     return int(np.dtype(prog.arrays[array].dtype.numpy).itemsize)
 
 
+def array_bytes(prog: Program, array: str, sizes: Mapping[str, int], from_dim: int = 0) -> int | None:
+    """Bytes of ``array`` at ``sizes``, or of one slice of it along its first ``from_dim`` dimensions
+    (``from_dim=1``: a row of a matrix); ``None`` when a size is missing."""
+    try:
+        shape = prog.arrays[array].concrete_shape(sizes)
+    except KeyError:
+        return None
+    return int(np.prod(shape[from_dim:], dtype=np.int64)) * itemsize(prog, array)
+
+
 def program_traffic(
     prog: Program, tree, kernels, contracted: frozenset[str], params: Mapping[str, int]
 ) -> TrafficReport:

@@ -20,7 +20,7 @@ import islpy as isl
 
 from polyfuse.cost.footprint import fixed_params
 from polyfuse.cost.machine import cache_sizes
-from polyfuse.cost.traffic import itemsize
+from polyfuse.cost.traffic import array_bytes
 from polyfuse.ir.program import Program
 from polyfuse.schedule.mapping.kernels import box_volume
 from polyfuse.schedule.model import Schedule
@@ -34,7 +34,8 @@ def strided_walks(prog: Program, sched: Schedule, sizes: Mapping[str, int], l1_b
     one: the small MLP of the tests, its weights in L1, stays fused."""
     fixed = fixed_params(prog, sizes)
     l1 = l1_bytes if l1_bytes is not None else cache_sizes()[0]
-    big = {a for a in prog.arrays if _bytes(prog, a, sizes) > l1}
+    sized = {a: array_bytes(prog, a, sizes) for a, arr in prog.arrays.items() if arr.shape}
+    big = {a for a, b in sized.items() if b is None or b > l1}  # (a missing size: taken as large)
     per_statement: dict[str, isl.Map] = {}
     sched.tree.get_map().foreach_map(lambda m: per_statement.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
     out: dict[str, int] = {}
@@ -84,16 +85,3 @@ def _innermost_iterator(schedule: isl.Map) -> int | None:
     return None
 
 
-
-def _bytes(prog: Program, array: str, sizes: Mapping[str, int]) -> int:
-    """The size of ``array`` in bytes at ``sizes`` (0 for a scalar; unknown extents count as large)."""
-    arr = prog.arrays[array]
-    if not arr.shape:
-        return 0
-    try:
-        elements = 1
-        for n in arr.concrete_shape(sizes):
-            elements *= n
-    except KeyError:
-        return 1 << 62
-    return elements * itemsize(prog, array)

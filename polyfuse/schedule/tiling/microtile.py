@@ -425,30 +425,38 @@ def _statements(node: isl.ScheduleNode) -> list[str]:
 def member_iterators(node: isl.ScheduleNode, stmt: Statement) -> list[int] | None:
     """For each band member, the iterator of ``stmt`` it equals (``None`` unless every member is exactly
     one distinct iterator of the statement: no skew, no offset, no constant member)."""
+    walk = member_walk(node, stmt)
+    return None if walk is None or None in walk else walk
+
+
+def member_walk(node: isl.ScheduleNode, stmt: Statement) -> list[int | None] | None:
+    """For each band member, the iterator of ``stmt`` it equals, or ``None`` where the member holds the
+    statement at a constant (a boundary row fused into a band); ``None`` overall for anything else (a skew,
+    an offset, a parametric value, two members on one iterator)."""
     mupa = node.band_get_partial_schedule()
-    out: list[int] = []
+    out: list[int | None] = []
     for m in range(node.band_n_member()):
-        upa = mupa.get_union_pw_aff(m)
         pieces: list[isl.PwAff] = []
-        upa.foreach_pw_aff(pieces.append)
+        mupa.get_union_pw_aff(m).foreach_pw_aff(pieces.append)
         mine = [pa for pa in pieces if pa.get_domain_space().get_tuple_name(isl.dim_type.set) == stmt.name]
-        if len(mine) != 1:
-            return None
         affs: list[isl.Aff] = []
-        mine[0].foreach_piece(lambda _s, a: affs.append(a))
-        if len(affs) != 1:
+        if len(mine) == 1:
+            mine[0].foreach_piece(lambda _s, a: affs.append(a))
+        if len(affs) != 1 or affs[0].dim(isl.dim_type.div):
             return None
         aff = affs[0]
-        if aff.dim(isl.dim_type.div) or not aff.get_constant_val().is_zero():
-            return None
         if any(not aff.get_coefficient_val(isl.dim_type.param, p).is_zero() for p in range(aff.dim(isl.dim_type.param))):
             return None
         coeffs = [aff.get_coefficient_val(isl.dim_type.in_, k) for k in range(aff.dim(isl.dim_type.in_))]
-        ones = [k for k, c in enumerate(coeffs) if c.is_one()]
-        if len(ones) != 1 or any(not c.is_zero() for k, c in enumerate(coeffs) if k != ones[0]):
+        nonzero = [k for k, c in enumerate(coeffs) if not c.is_zero()]
+        if not nonzero:
+            out.append(None)
+            continue
+        if len(nonzero) != 1 or not coeffs[nonzero[0]].is_one() or not aff.get_constant_val().is_zero():
             return None
-        out.append(ones[0])
-    return out if len(set(out)) == len(out) else None
+        out.append(nonzero[0])
+    its = [k for k in out if k is not None]
+    return out if len(set(its)) == len(its) else None
 
 
 def _single_valued(stmt: Statement, k: int) -> bool:

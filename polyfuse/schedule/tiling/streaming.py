@@ -25,9 +25,9 @@ from collections.abc import Mapping
 
 import islpy as isl
 
-from polyfuse.cost.traffic import itemsize
-from polyfuse.ir.program import Program, Statement
-from polyfuse.schedule.tiling.microtile import access_coefficients, stride_along
+from polyfuse.cost.traffic import array_bytes
+from polyfuse.ir.program import Program
+from polyfuse.schedule.tiling.microtile import access_coefficients, member_walk, stride_along
 
 
 def streams(prog: Program, node: isl.ScheduleNode, sizes: Mapping[str, int], cache_bytes: int, l1_bytes: int) -> bool:
@@ -38,9 +38,10 @@ def streams(prog: Program, node: isl.ScheduleNode, sizes: Mapping[str, int], cac
     names: list[str] = []
     node.get_domain().foreach_set(lambda s: names.append(s.get_tuple_name()))
     reused: set[str] = set()
+    walks: dict[str, list[int | None]] = {}
     for name in names:
         stmt = prog.statement(name)
-        walk = _member_walk(node, stmt)
+        walk = walks[name] = member_walk(node, stmt)
         if walk is None or walk[-1] is None:
             return False
         its = [k for k in walk if k is not None]
@@ -53,23 +54,14 @@ def streams(prog: Program, node: isl.ScheduleNode, sizes: Mapping[str, int], cac
                 return False
             if any(stride_along(coeffs, d) == "zero" for d in its[:-1]):
                 reused.add(acc.array)
-    footprint = 0
-    for a in reused:
-        arr = prog.arrays[a]
-        try:
-            elements = 1
-            for n in arr.concrete_shape(sizes):
-                elements *= n
-        except KeyError:
-            return False
-        footprint += elements * itemsize(prog, a)
-    if footprint > cache_bytes // 2:
+    footprints = [array_bytes(prog, a, sizes) for a in reused]
+    if None in footprints or sum(footprints) > cache_bytes // 2:
         return False
-    window = _neighbour_window(prog, node, names, sizes)
+    window = _neighbour_window(prog, walks, sizes)
     return window is not None and window <= l1_bytes
 
 
-def _neighbour_window(prog: Program, node: isl.ScheduleNode, names: list[str], sizes: Mapping[str, int]) -> int | None:
+def _neighbour_window(prog: Program, walks: Mapping[str, list[int | None]], sizes: Mapping[str, int]) -> int | None:
     """Bytes of the slabs (rows, for a 2-d array) the band keeps re-reading across its outer member: 0 when
     no array is accessed at two offsets along it (an elementwise band re-reads nothing); for a stencil, the
     span of each array's offsets (``A[i-1..i+1]``: 3 slabs) times its slab, summed over the arrays. Untiled,
@@ -78,10 +70,9 @@ def _neighbour_window(prog: Program, node: isl.ScheduleNode, names: list[str], s
     0.99x untiled). ``None`` when an access moves with the outer member in a way this does not model."""
     offsets: dict[str, set[int]] = {}
     slab: dict[str, int] = {}
-    for name in names:
+    for name, walk in walks.items():
         stmt = prog.statement(name)
-        walk = _member_walk(node, stmt)
-        outer = walk[0] if walk else None
+        outer = walk[0]
         if outer is None:
             continue  # held at a constant there (a boundary row): no re-reading across the member
         for acc in stmt.accesses:
@@ -95,14 +86,11 @@ def _neighbour_window(prog: Program, node: isl.ScheduleNode, names: list[str], s
             if len(moving) != 1 or coeffs[moving[0]][1] or coeffs[moving[0]][0][outer] != 1:
                 return None
             d = moving[0]
-            try:
-                elements = 1
-                for n in arr.concrete_shape(sizes)[d + 1:]:
-                    elements *= n
-            except KeyError:
+            row = array_bytes(prog, acc.array, sizes, from_dim=d + 1)
+            if row is None:
                 return None
             offsets.setdefault(acc.array, set()).add(coeffs[d][2])
-            slab[acc.array] = elements * itemsize(prog, acc.array)
+            slab[acc.array] = row
     if all(len(o) < 2 for o in offsets.values()):
         return 0
     return sum((max(o) - min(o) + 1) * slab[a] for a, o in offsets.items())
@@ -121,31 +109,3 @@ def _band_below(node: isl.ScheduleNode) -> bool:
         node.child(k).foreach_descendant_top_down(visit)
     return bool(found)
 
-
-def _member_walk(node: isl.ScheduleNode, stmt: Statement) -> list[int | None] | None:
-    """For each band member, the iterator of ``stmt`` it equals, or ``None`` where the member holds the
-    statement at a constant; ``None`` overall for anything else (a skew, an offset, a parametric value)."""
-    mupa = node.band_get_partial_schedule()
-    out: list[int | None] = []
-    for m in range(node.band_n_member()):
-        pieces: list[isl.PwAff] = []
-        mupa.get_union_pw_aff(m).foreach_pw_aff(pieces.append)
-        mine = [pa for pa in pieces if pa.get_domain_space().get_tuple_name(isl.dim_type.set) == stmt.name]
-        affs: list[isl.Aff] = []
-        if len(mine) == 1:
-            mine[0].foreach_piece(lambda _s, a: affs.append(a))
-        if len(affs) != 1 or affs[0].dim(isl.dim_type.div):
-            return None
-        aff = affs[0]
-        if any(not aff.get_coefficient_val(isl.dim_type.param, p).is_zero() for p in range(aff.dim(isl.dim_type.param))):
-            return None
-        coeffs = [aff.get_coefficient_val(isl.dim_type.in_, k) for k in range(aff.dim(isl.dim_type.in_))]
-        nonzero = [k for k, c in enumerate(coeffs) if not c.is_zero()]
-        if not nonzero:
-            out.append(None)
-            continue
-        if len(nonzero) != 1 or not coeffs[nonzero[0]].is_one() or not aff.get_constant_val().is_zero():
-            return None
-        out.append(nonzero[0])
-    its = [k for k in out if k is not None]
-    return out if len(set(its)) == len(its) else None
