@@ -172,7 +172,7 @@ class Executable:
         self._latest = compiled
         values = self._values(compiled.code, bound, temporaries)
         if self.threads and self.target == "c":
-            cpu.call_with_threads(compiled.function, values, self.threads)
+            compiled.function.call_in_team(values, self.threads)
         else:
             compiled.function(*values)
         return bound.returned

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import polyfuse as pf
+from polyfuse.codegen.code import Argument, Code
 
 Nb, C, H, W, F = pf.params("Nb C H W F")
 
@@ -82,19 +83,21 @@ def test_threads_option_sets_the_count_for_the_call_and_restores_it():
     exe = pf.compile(g.build(y=pf.ops.exp(x)), target="c", threads=1)
     xv = np.linspace(-1, 1, 128 * 65, dtype=np.float32).reshape(128, 65)  # enough work for an OpenMP loop
     np.testing.assert_allclose(exe(xv), np.exp(xv), rtol=1e-6)
-    function = exe.compiled.function
-    lib = function.library
+    lib = exe.compiled.function.library
     before = lib.omp_get_max_threads()
-    seen = []
-
-    class Probe:  # stands for the compiled function: records OpenMP's count while it runs
-        library = lib
-
-        def __call__(self, *values):
-            seen.append(lib.omp_get_max_threads())
-
-    cpu.call_with_threads(Probe(), [], 3)
-    assert seen == [3] and lib.omp_get_max_threads() == before
+    # a library whose entry records OpenMP's count while it runs, called the way compiled programs are
+    probe = Code("#include <stdint.h>\nint omp_get_max_threads(void);\n"
+                 "void probe_kernel(int32_t *restrict seen) { seen[0] = omp_get_max_threads(); }\n",
+                 "c", (), "probe_kernel", (Argument("seen", "array", pf.i32),))
+    function = cpu.CFunction(probe)
+    seen = np.zeros(1, np.int32)
+    function.call_in_team([seen], 3)
+    assert seen[0] == 3 and lib.omp_get_max_threads() == before
+    seen[0] = 0
+    function.bound([seen], before + 2)()  # a prepared call sets it in C, around the same entry
+    assert seen[0] == before + 2 and lib.omp_get_max_threads() == before
+    function.bound([seen])()
+    assert seen[0] == before
     with pytest.raises(pf.PolyfuseError, match="threads= must be a positive int"):
         pf.compile(g.build(y=pf.ops.exp(x)), target="c", threads=0)
 

@@ -16,6 +16,7 @@ NaN, infinities and signed zeros keep their IEEE semantics, unlike ``-ffast-math
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import shutil
 import subprocess
@@ -126,10 +127,13 @@ class CFunction:
         if code.target != "c":
             raise CodegenError(f"the C runtime cannot run code for target {code.target!r}")
         self.code = code
-        self.library = load_library(code.text)
+        self.library = load_library(code.text + team_wrapper(code))
         self.function = getattr(self.library, code.entry)
         self.function.restype = None
         self.function.argtypes = [_ctype(a) for a in code.signature]
+        self.in_team = getattr(self.library, f"{code.entry}{TEAM_SUFFIX}")
+        self.in_team.restype = None
+        self.in_team.argtypes = [ctypes.c_int, *self.function.argtypes]
         self._convert: list[Callable[[Any], Any]] = [_converter(a) for a in code.signature]
         self.team = placement.default_team()  # OpenMP's default team size for this process
 
@@ -141,38 +145,60 @@ class CFunction:
 
     def bound(self, values: Sequence[Any], threads: int | None = None) -> Callable[[], None]:
         """A call of this function with ``values`` converted once: calling it costs one ctypes call, the
-        Python work of :meth:`__call__` done ahead (``threads`` as in :func:`call_with_threads`)."""
+        Python work of :meth:`__call__` done ahead (``threads`` as in :meth:`call_in_team`)."""
         if len(values) != len(self._convert):
             raise TypeError(f"{self.code.entry} takes {len(self._convert)} arguments, got {len(values)}")
         converted = [t(conv(v)) for t, conv, v in zip(self.function.argtypes, self._convert, values)]
-        function = self.function
         placement.place_workers(threads or self.team)
         if not threads:
-            return lambda: function(*converted)
-        return lambda: _in_team_of(threads, lambda: function(*converted))
+            return functools.partial(self.function, *converted)
+        return functools.partial(self.in_team, ctypes.c_int(threads), *converted)
+
+    def call_in_team(self, values: Sequence[Any], threads: int) -> None:
+        """Call with ``values`` and OpenMP's thread count set to ``threads`` for this call only (the count is
+        an OpenMP per-thread setting of the calling thread; it is put back afterwards)."""
+        if len(values) != len(self._convert):
+            raise TypeError(f"{self.code.entry} takes {len(self._convert)} arguments, got {len(values)}")
+        placement.place_workers(threads)
+        self.in_team(threads, *(conv(v) for conv, v in zip(self._convert, values)))
 
 
-def call_with_threads(function: CFunction, values: Sequence[Any], threads: int) -> None:
-    """Call ``function`` with OpenMP's thread count set to ``threads`` for this call only (the calling
-    thread's setting is an OpenMP per-thread value; it is put back afterwards). The count is set through
-    the placement library, which always links the OpenMP runtime (a kernel library with no parallel loop
-    does not), and the runtime is one per process."""
-    placement.place_workers(threads)
-    _in_team_of(threads, lambda: function(*values))
+TEAM_SUFFIX = "_in_team"
 
 
-def _in_team_of(threads: int, call: Callable[[], None]) -> None:
-    """``call()`` with OpenMP's count for the calling thread set to ``threads``, put back afterwards."""
-    omp = placement.openmp()
-    previous = omp.omp_get_max_threads()
-    if previous == threads:
-        call()
-        return
-    omp.omp_set_num_threads(ctypes.c_int(threads))
-    try:
-        call()
-    finally:
-        omp.omp_set_num_threads(ctypes.c_int(previous))
+def team_wrapper(code: Code) -> str:
+    """C for ``<entry>_in_team(threads, ...)``: the entry called with OpenMP's thread count set to
+    ``threads`` and put back afterwards.
+
+    Why in C: a call with a thread count is the hot path of a prepared call, and doing the same through
+    ctypes (read the count, set it, call, set it back) costs three more foreign calls and their Python
+    frames. Warm that is a few microseconds; on the first call after an idle pause, when the caches hold
+    none of that code, it measured 50 microseconds, more than some whole kernels (PolyBench jacobi-1d
+    MEDIUM: 33 microseconds cold). Appended to the library's source only: not part of ``code.text``.
+    """
+    params = ", ".join(["int threads", *(f"{_c_type(a)} {a.name}" for a in code.signature)])
+    names = ", ".join(a.name for a in code.signature)
+    return (
+        "\nint omp_get_max_threads(void);\nvoid omp_set_num_threads(int);\n"
+        f"void {code.entry}{TEAM_SUFFIX}({params})\n"
+        "{\n"
+        "    int previous = omp_get_max_threads();\n"
+        "    if (previous != threads)\n"
+        "        omp_set_num_threads(threads);\n"
+        f"    {code.entry}({names});\n"
+        "    if (previous != threads)\n"
+        "        omp_set_num_threads(previous);\n"
+        "}\n"
+    )
+
+
+def _c_type(arg: Argument) -> str:
+    if arg.kind == "size":
+        return "int64_t"
+    if arg.kind == "array":
+        return "void *"
+    assert arg.dtype is not None
+    return arg.dtype.c_name
 
 
 def _ctype(arg: Argument) -> Any:
