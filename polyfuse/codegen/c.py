@@ -44,6 +44,7 @@ from polyfuse.codegen.ast import (
     statement_call,
 )
 from polyfuse.codegen.c_expressions import VALUE_HELPERS, ValuePrinter, paren, strip_parens
+from polyfuse.codegen.c_jam import jam_lines
 from polyfuse.codegen.c_micro import VECTOR_HELPERS, microtile_lines
 from polyfuse.codegen.c_openmp import (
     Marked,
@@ -58,6 +59,7 @@ from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
 from polyfuse.ir.program import Array, Program
 from polyfuse.schedule.model import KERNEL_MARK, PARALLEL_MARK, Kernel, Schedule
+from polyfuse.schedule.tiling.jam import JAM_MARK
 from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
 from polyfuse.types import SizeExpr
 
@@ -302,6 +304,10 @@ class _CPrinter(ValuePrinter):
             return [f"{pad}/* {label} */", f"{pad}{{", *body, f"{pad}}}"]
         if name == MICROTILE_MARK:
             lines = microtile_lines(self, node, depth)
+            if lines is not None:
+                return lines
+        if name == JAM_MARK:
+            lines = jam_lines(self, node.mark_get_node(), depth, ident.user, parallel)
             if lines is not None:
                 return lines
         return self._node(node.mark_get_node(), depth, self._parallel_below(node, parallel))

@@ -189,7 +189,8 @@ def _only_fine_grained(sched: Schedule, explicit) -> bool:
 def _map_and_check(prog, base, view, target, tile, params, search, microtiles: bool, cache_bytes: int | None = None,
                    parallel: Mapping[str, tuple[str, ...]] | None = None):
     """Host/kernel split, tiling and mapping, contraction of temporaries, and the legality check."""
-    mapper = Mapper(prog, target, tile, params, choose=search, microtiles=microtiles, cache_bytes=cache_bytes, parallel=parallel)
+    mapper = Mapper(prog, target, tile, params, choose=search, microtiles=microtiles, cache_bytes=cache_bytes, parallel=parallel,
+                    view=view)
     tree = split(base.get_root(), mapper).get_schedule()
     kernels = tuple(mapper.kernels)
     privatized = contract(prog, tree, kernels, view)

@@ -30,10 +30,11 @@ import islpy as isl
 from polyfuse.cost.machine import cache_sizes
 from polyfuse.cost.traffic import itemsize
 from polyfuse.ir.program import Program
-from polyfuse.schedule.bands import T, member_map, prefix_through
+from polyfuse.schedule.bands import DepView, T, member_map, prefix_through
 from polyfuse.schedule.mapping.choices import Choices, chosen_in, lead_with
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
 from polyfuse.schedule.tiling.interchange import stride_one_innermost
+from polyfuse.schedule.tiling.jam import mark_jam
 from polyfuse.schedule.tiling.microtile import find_contraction, lane_tile, micro_tile
 from polyfuse.schedule.tiling.rowwise import row_members, rows_first
 from polyfuse.schedule.tiling.sizes import sizes_for, tile_band
@@ -88,8 +89,10 @@ class Mapper:
     """Builds the kernels of one tree for one target (the ``make_kernel`` callback of :func:`split`)."""
 
     def __init__(self, prog: Program, target: str, tile, params: Mapping[str, int] | None, choose=None,
-                 microtiles: bool = False, cache_bytes: int | None = None, parallel: Choices | None = None) -> None:
+                 microtiles: bool = False, cache_bytes: int | None = None, parallel: Choices | None = None,
+                 view: DepView | None = None) -> None:
         self.prog = prog
+        self.view = view  # the dependences, for the C kernel shapes that ask them (``jam.py``)
         self.microtiles = microtiles  # C: register micro-tiles for contraction bands (``microtile.py``)
         self.cache_bytes = cache_bytes
         self.target = target
@@ -135,6 +138,8 @@ class Mapper:
                 node = tile_band(node, sizes)
                 if len(sizes) == node.band_n_member() and node.n_children() == 1 and node.child(0).get_type() == T.band:
                     node = stride_one_innermost(self.prog, node.child(0)).parent()
+            if shapes and micro is None and self.view is not None:
+                node = mark_jam(self.prog, node, self.view, tiled=bool(sizes))  # recurrences below a parallel loop run interleaved
             outer, thread = prefix_through(node, 0), prefix_through(node, 1)
             kernel = Kernel(name, stmts, parallel_depth=1, tile_sizes=tuple(sizes))
             self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat + 1))
