@@ -255,23 +255,23 @@ def _driver(launch: Launch, tag: str, barriers: bool = False) -> str:
         params.append(f"{t} {a.name}")
         names.append(a.name)
     if barriers:
-        return (f'extern "C" void run_{tag}_{launch.kernel}(const unsigned* g, const unsigned* b, {", ".join(params)}) {{\n'
-                "  const unsigned nt = b[0] * b[1] * b[2];\n"
-                "  for (unsigned gz = 0; gz < g[2]; gz++) for (unsigned gy = 0; gy < g[1]; gy++) for (unsigned gx = 0; gx < g[0]; gx++) {\n"
+        return (f'extern "C" void run_{tag}_{launch.kernel}(const unsigned* pf_g, const unsigned* pf_b, {", ".join(params)}) {{\n'
+                "  const unsigned nt = pf_b[0] * pf_b[1] * pf_b[2];\n"
+                "  for (unsigned gz = 0; gz < pf_g[2]; gz++) for (unsigned gy = 0; gy < pf_g[1]; gy++) for (unsigned gx = 0; gx < pf_g[0]; gx++) {\n"
                 "    pthread_barrier_init(&pf_barrier, 0, nt);\n"
                 "    std::vector<std::thread> ts;\n"
-                "    for (unsigned bz = 0; bz < b[2]; bz++) for (unsigned by = 0; by < b[1]; by++) for (unsigned bx = 0; bx < b[0]; bx++)\n"
+                "    for (unsigned bz = 0; bz < pf_b[2]; bz++) for (unsigned by = 0; by < pf_b[1]; by++) for (unsigned bx = 0; bx < pf_b[0]; bx++)\n"
                 "      ts.emplace_back([=] {\n"
                 "        blockIdx.x = gx; blockIdx.y = gy; blockIdx.z = gz; threadIdx.x = bx; threadIdx.y = by; threadIdx.z = bz;\n"
-                "        blockDim.x = b[0]; blockDim.y = b[1]; blockDim.z = b[2];\n"
+                "        blockDim.x = pf_b[0]; blockDim.y = pf_b[1]; blockDim.z = pf_b[2];\n"
                 f"        {tag}_{launch.kernel}({', '.join(names)});\n      }});\n"
                 "    for (auto& t : ts) t.join();\n"
                 "    pthread_barrier_destroy(&pf_barrier);\n  }\n}\n")
-    return (f'extern "C" void run_{tag}_{launch.kernel}(const unsigned* g, const unsigned* b, {", ".join(params)}) {{\n'
-            "  for (unsigned gz = 0; gz < g[2]; gz++) for (unsigned gy = 0; gy < g[1]; gy++) for (unsigned gx = 0; gx < g[0]; gx++)\n"
-            "  for (unsigned bz = 0; bz < b[2]; bz++) for (unsigned by = 0; by < b[1]; by++) for (unsigned bx = 0; bx < b[0]; bx++) {\n"
+    return (f'extern "C" void run_{tag}_{launch.kernel}(const unsigned* pf_g, const unsigned* pf_b, {", ".join(params)}) {{\n'
+            "  for (unsigned gz = 0; gz < pf_g[2]; gz++) for (unsigned gy = 0; gy < pf_g[1]; gy++) for (unsigned gx = 0; gx < pf_g[0]; gx++)\n"
+            "  for (unsigned bz = 0; bz < pf_b[2]; bz++) for (unsigned by = 0; by < pf_b[1]; by++) for (unsigned bx = 0; bx < pf_b[0]; bx++) {\n"
             "    blockIdx.x = gx; blockIdx.y = gy; blockIdx.z = gz; threadIdx.x = bx; threadIdx.y = by; threadIdx.z = bz;\n"
-            "    blockDim.x = b[0]; blockDim.y = b[1]; blockDim.z = b[2];\n"
+            "    blockDim.x = pf_b[0]; blockDim.y = pf_b[1]; blockDim.z = pf_b[2];\n"
             f"    {tag}_{launch.kernel}({', '.join(names)});\n  }}\n}}\n")
 
 

@@ -7,10 +7,14 @@ Python); the AST below each kernel mark is printed as the body of a ``__global__
 Thread mapping. Under the ``"grid"`` mark the first ``len(kernel.grid)`` members of the band map to
 ``blockIdx`` (innermost member to ``.x``), under ``"block"`` to ``threadIdx`` likewise. The invariant the
 printer enforces: each mapped loop ``for (c = init; cond; c += s)`` is printed as
-``const long long c = init + s * blockIdx.x; if (cond) { ... }``, and the launch extent along that axis is
-``(hi - lo) / s + 1`` with ``lo``/``hi`` the extreme values of ``c`` over the kernel's instances at the
-current host iteration (see :func:`~polyfuse.codegen.host_plan.mapped_ranges`), which bounds every trip
-count. A mapped member that isl did not print as a loop (a single value, substituted) is guarded by
+``const long long c = lo + s * blockIdx.x; if (c >= init && cond) { ... }`` (plain ``init`` where it is
+``lo``), and the launch extent along that axis is ``(hi - lo) / s + 1`` with ``lo``/``hi`` the extreme
+values of ``c`` over the kernel's instances at the current host iteration (see
+:func:`~polyfuse.codegen.host_plan.mapped_ranges`), which bounds every trip count. Counting from ``lo``,
+the same in every loop of the kernel, gives each element one thread: a loop start that moves with a
+sequential loop inside the kernel, or differs between two loop nests, would hand one element to two threads
+with no barrier between them (``tests/test_cuda_races.py``). Kernels with buffers promoted to shared memory
+keep ``init``: their barriers order the copy and compute phases, and their mapping follows the copies'. A mapped member that isl did not print as a loop (a single value, substituted) is guarded by
 ``blockIdx.x == 0`` so that only one block (or thread) along that axis executes the statements.
 
 Data: arrays are flat C-contiguous buffers indexed row-major from their shapes; 0-d temporaries used in one
@@ -28,7 +32,7 @@ import islpy as isl
 from polyfuse.codegen.ast import CDialect, StatementCall, build_ast, expr_to_text, iterator_names, statement_call
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.codegen.cuda_rows import BLOCK_REDUCE_PRELUDE, print_cyclic_for, print_row_mark
-from polyfuse.codegen.host_plan import KernelArg, Launch, host_plan_from_ast, mapped_ranges
+from polyfuse.codegen.host_plan import KernelArg, Launch, host_plan_from_ast, mapped_lower_bounds, mapped_ranges
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
 from polyfuse.ir.program import Array, Program
@@ -220,6 +224,7 @@ class KernelPrinter:
         self._scopes: list[set[str]] = [set()]
         self.cyclic = ""  # the iterator of the kernel's cyclic (cooperative-row) loops, if any
         self._in_cyclic = False
+        self.origins: dict[str, str] = {}  # mapped iterator -> the value its index 0 stands for (launch extents' lo)
 
     def emit(self, node: isl.AstNode, depth: int, bound: frozenset[str]) -> None:
         pad = "  " * depth
@@ -286,8 +291,18 @@ class KernelPrinter:
             pad = "  " * depth
             self._scopes.append(set())
         self._scopes[-1].add(it)
-        self.lines.append(f"{pad}const long long {it} = {_plus(init, step)};")
-        self.lines.append(f"{pad}if ({cond}) {{")
+        origin = None if self.promoted else self.origins.get(it)  # (promoted buffers: barriers order the phases)
+        if origin is not None and _unwrap(origin) != _unwrap(init):
+            # counted from the axis's origin (the launch extent's low end), not from this loop's start: a
+            # start that moves with a loop around it inside the kernel (nussinov's k tiles), or differs
+            # between two loop nests on the axis, would give one element to two threads with no barrier
+            # between them; from the origin, each element has one thread in every loop of the kernel
+            self.lines.append(f"{pad}const long long {it} = {_plus(origin, step)};  /* one element, one thread: from the axis's origin */")
+            stride = "" if inc == 1 else f" && ({it} - ({init})) % {inc} == 0"
+            self.lines.append(f"{pad}if ({it} >= {init}{stride} && ({cond})) {{")
+        else:
+            self.lines.append(f"{pad}const long long {it} = {_plus(init, step)};")
+            self.lines.append(f"{pad}if ({cond}) {{")
         self._scoped(node.for_get_body(), depth + 1, bound | {it})
         self.lines.append(f"{pad}}}")
         if opened:
@@ -354,6 +369,7 @@ def generate_cuda(sched: Schedule) -> Code:
         fname = f"{program.name}_k{order.get(kernel.name, len(order))}" + (f"_{copies}" if copies else "")
         info = mapping.get(kernel.name, {})
         axes: dict[str, str] = {}
+        origins: dict[str, str] = {}
         ranges: dict[str, dict[str, tuple[str, str]]] = {}
         for mark_name, prefix in ((GRID_MARK, "blockIdx"), (BLOCK_MARK, "threadIdx")):
             if mark_name not in info:
@@ -361,12 +377,15 @@ def generate_cuda(sched: Schedule) -> Code:
             band, n, host_depth = info[mark_name]
             depth = band.get_schedule_depth()
             rng = mapped_ranges(band, n, host_depth, host_iters)
+            lows = mapped_lower_bounds(band, n, host_depth, host_iters, lambda e: _unwrap(expr_to_text(e, dialect)), dialect.min)
             ranges[prefix] = {}
             for k in range(n):
                 it = f"c{depth + k}"
                 axes[it] = f"{prefix}.{AXES[n - 1 - k]}"
                 ranges[prefix][it] = rng[k]
+                origins[it] = lows[k]
         printer = KernelPrinter(program, dialect, axes)
+        printer.origins = origins
         if CYCLIC_MARK in info:
             printer.cyclic = names[info[CYCLIC_MARK][2]]
         printer.promoted = {n: b for n, b in buffers.items() if b.kernel == kernel.name}

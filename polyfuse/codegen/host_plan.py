@@ -235,6 +235,27 @@ def mapped_ranges(band: isl.ScheduleNode, members: int, host_depth: int, host_it
     of the loops enclosing the kernel); host dimensions that are not loops (isl substituted a single value)
     are projected out, which is exact.
     """
+    out = []
+    for lows, hi in _mapped_bounds(band, members, host_depth, host_iterators):
+        texts = [_py(e) for e in lows]
+        out.append((texts[0] if len(texts) == 1 else f"min({texts[0]}, {texts[1]})", _py(hi)))
+    return out
+
+
+def mapped_lower_bounds(band: isl.ScheduleNode, members: int, host_depth: int, host_iterators: Sequence[str],
+                        render: Callable[[isl.AstExpr], str], minimum: Callable[[Sequence[str]], str]) -> list[str]:
+    """The lower bounds of :func:`mapped_ranges` as kernel code (``render`` prints an isl expression,
+    ``minimum`` the least of several): the origin of a mapped axis, the value its index 0 stands for."""
+    out = []
+    for lows, _ in _mapped_bounds(band, members, host_depth, host_iterators):
+        texts = [render(e) for e in lows]
+        out.append(texts[0] if len(texts) == 1 else minimum(texts))
+    return out
+
+
+def _mapped_bounds(band: isl.ScheduleNode, members: int, host_depth: int,
+                   host_iterators: Sequence[str]) -> list[tuple[list[isl.AstExpr], isl.AstExpr]]:
+    """``([lo, lo_anywhere?], hi)`` isl expressions for :func:`mapped_ranges`."""
     prefix = band.get_prefix_schedule_union_map()
     full = prefix.flat_range_product(band.band_get_partial_schedule_union_map())
     values = isl.Set.from_union_set(full.intersect_domain(band.get_domain()).range())
@@ -254,7 +275,9 @@ def mapped_ranges(band: isl.ScheduleNode, members: int, host_depth: int, host_it
         values = values.remove_divs()
     context = values.params()
     if context.is_empty():
-        return [("0", "-1")] * members
+        ctx = band.get_ctx()
+        zero, minus = isl.AstExpr.from_val(isl.Val.zero(ctx)), isl.AstExpr.from_val(isl.Val.negone(ctx))
+        return [([zero], minus)] * members
     build = isl.AstBuild.from_context(context)
     # The kernel maps c = init + s * idx with ``init`` the AST loop's lower bound, which isl takes from a
     # hull over all host iterations: at one host iteration it can lie below the values present there
@@ -266,11 +289,12 @@ def mapped_ranges(band: isl.ScheduleNode, members: int, host_depth: int, host_it
     build_sizes = isl.AstBuild.from_context(sizes_only)
     out = []
     for m in range(members):
-        lo = _py(build.expr_from_pw_aff(values.dim_min(m).gist(context)))
+        lo = build.expr_from_pw_aff(values.dim_min(m).gist(context))
         hi = build.expr_from_pw_aff(values.dim_max(m).gist(context))
+        lows = [lo]
         if keep:
-            lo_anywhere = _py(build_sizes.expr_from_pw_aff(anywhere.dim_min(m).gist(sizes_only)))
-            if lo_anywhere != lo:
-                lo = f"min({lo}, {lo_anywhere})"
-        out.append((lo, _py(hi)))
+            lo_anywhere = build_sizes.expr_from_pw_aff(anywhere.dim_min(m).gist(sizes_only))
+            if _py(lo_anywhere) != _py(lo):
+                lows.append(lo_anywhere)
+        out.append((lows, hi))
     return out
