@@ -6,7 +6,8 @@ block only by barriers), so a global element written by one thread and read or w
 whatever order the emulation happens to run them in. The emulation runs such kernels' threads one after
 another (a serial order hides races whose updates commute, like nussinov's ``max``); this check instead
 records, per launch, which thread wrote and which threads read each element, and reports the first conflict
-(kernel, array, element, the two threads). Kernels with barriers run as in ``test_codegen_cuda`` and are not
+(kernel, array, element, the two threads) or out-of-bounds index (every array passed is registered with its
+size). Kernels with barriers run as in ``test_codegen_cuda`` and are not
 checked (their ordering would need the barrier epochs).
 
 How: the array parameters of a checked kernel become ``pf_track<T>``, whose ``operator[]`` returns a
@@ -20,6 +21,8 @@ import ctypes
 import re
 import subprocess
 from pathlib import Path
+
+import numpy as np
 
 from polyfuse.codegen.cuda import PRELUDE
 from tests.test_codegen_cuda import EMULATION_PRELUDE, _driver, _has_barrier, emulate
@@ -64,10 +67,20 @@ template <typename T> struct pf_ref {
   pf_ref& operator*=(T v) { T old = *this; write(); *p = old * v; return *this; }
   pf_ref& operator/=(T v) { T old = *this; write(); *p = old / v; return *this; }
 };
+static std::unordered_map<const void*, long long> pf_extents;  /* registered arrays: elements */
+static long long pf_extent_of(const void* p) { auto e = pf_extents.find(p); return e == pf_extents.end() ? -1 : e->second; }
 template <typename T> struct pf_track {
-  T* p; const char* name;
-  pf_ref<T> operator[](long long i) const { return pf_ref<T>{p + i, p, name}; }
+  T* p; const char* name; long long n;  /* n: elements, -1 if not registered */
+  pf_ref<T> operator[](long long i) const {
+    if (n >= 0 && (i < 0 || i >= n) && pf_races++ == 0) {
+      char line[512];
+      snprintf(line, sizeof line, "%s: out-of-bounds access to %s[%lld] (%lld elements) by thread %lld", pf_kernel, name, i, n, pf_thread);
+      pf_report = line;
+    }
+    return pf_ref<T>{p + i, p, name};
+  }
 };
+extern "C" void pf_register(const void* p, long long n) { pf_extents[p] = n; }
 extern "C" long long pf_race_count(void) { return pf_races; }
 extern "C" void pf_race_reset(void) { pf_races = 0; pf_report.clear(); }
 extern "C" const char* pf_race_report(void) { return pf_report.c_str(); }
@@ -84,7 +97,7 @@ def _tracked(text: str, kernel: str) -> tuple[str, list[str]]:
     header = text[start:open_brace]
     arrays = [m.group(3) for m in _PARAM.finditer(header)]
     new_header = _PARAM.sub(lambda m: f"{m.group(1) or ''}{m.group(2)}* __restrict__ {m.group(3)}_raw", header)
-    binds = "".join(f'\n  const pf_track<{m.group(1) or ""}{m.group(2)}> {m.group(3)} = {{{m.group(3)}_raw, "{m.group(3)}"}};'
+    binds = "".join(f'\n  const pf_track<{m.group(1) or ""}{m.group(2)}> {m.group(3)} = {{{m.group(3)}_raw, "{m.group(3)}", pf_extent_of({m.group(3)}_raw)}};'
                     for m in _PARAM.finditer(header))
     return text[:start] + new_header + "\n{" + binds + text[open_brace + 2:], arrays
 
@@ -126,8 +139,15 @@ def build_race_checker(variants: list[tuple[str, object]], tmp: Path) -> ctypes.
 
 
 def races(dll: ctypes.CDLL, tag: str, code, values: dict, sizes: dict) -> tuple[int, str]:
-    """Run one variant as :func:`tests.test_codegen_cuda.emulate` does (``values`` updated in place); the
-    number of conflicts its barrier-free kernels had and the first one, described."""
+    """Run one variant as :func:`tests.test_codegen_cuda.emulate` does (``values`` updated in place, its
+    temporaries added); the number of conflicts and out-of-bounds accesses its barrier-free kernels had and
+    the first one, described."""
+    for a in code.launch.arrays:  # (temporaries allocated here, as emulate would, to register them too)
+        if a.name not in values:
+            values[a.name] = np.zeros(a.concrete_shape(sizes), a.dtype.numpy)
+    for v in values.values():
+        if isinstance(v, np.ndarray):
+            dll.pf_register(ctypes.c_void_p(v.ctypes.data), ctypes.c_longlong(v.size))
     dll.pf_race_reset()
     emulate(dll, tag, code, values, sizes)
     return dll.pf_race_count(), dll.pf_race_report().decode()
