@@ -296,13 +296,14 @@ def nvcc_failures(cases: Sequence[CudaCase], tmp: Path) -> dict[str, str]:
 
 
 def emulate_cases(cases: Sequence[CudaCase], tmp: Path) -> dict[str, str]:
-    """Run every variant through the CPU emulation (one g++ run); ``{case key: mismatch}``."""
+    """Run every variant through the CPU emulation with its barrier-free kernels checked for races and
+    out-of-bounds indices (``tests/cuda_races.py``; one g++ run); ``{case key: mismatch or race}``."""
     if shutil.which("g++") is None or not cases:
         return {}
-    from tests.test_codegen_cuda import build_emulator, emulate
+    from tests.cuda_races import build_race_checker, races
 
     tagged = [(f"{c.key}_{v.tag}", v.code) for c in cases for v in c.variants]
-    dll = build_emulator(tagged, tmp)
+    dll = build_race_checker(tagged, tmp)
     failures: dict[str, str] = {}
     for c in cases:
         args = make_inputs(c.prog, c.sizes, c.seed)
@@ -311,8 +312,10 @@ def emulate_cases(cases: Sequence[CudaCase], tmp: Path) -> dict[str, str]:
         for v in c.variants:
             got = copy_args(args)
             try:
-                emulate(dll, f"{c.key}_{v.tag}", v.code, got, {p: c.sizes[p] for p in c.prog.params})
-                compare(c.prog, got, expected, f"cuda emulation fusion={v.fusion} tile={v.tile} sizes={c.sizes} seed={c.seed}")
+                what = f"cuda emulation fusion={v.fusion} tile={v.tile} sizes={c.sizes} seed={c.seed}"
+                count, report = races(dll, f"{c.key}_{v.tag}", v.code, got, {p: c.sizes[p] for p in c.prog.params})
+                assert count == 0, f"{what}: {count} race(s) or out-of-bounds access(es); the first: {report}"
+                compare(c.prog, got, expected, what)
             except AssertionError as e:
                 failures.setdefault(c.key, str(e)[:2000])
     return failures
