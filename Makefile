@@ -63,6 +63,12 @@ PB_ARGS ?=
 bench-polybench: $(STAMP)
 	$(PY) -m benchmarks polybench $(if $(BENCH_OUT),--out $(BENCH_OUT)) $(PB_ARGS)
 
+# CUDA without a GPU: ptxas -v resources, occupancy and modelled bytes of every DNN workload and PolyBench-style
+# kernel (benchmarks/cuda_static.py; needs nvcc; about 1.5 minutes).
+.PHONY: bench-cuda-static
+bench-cuda-static: $(STAMP)
+	$(PY) -m benchmarks cuda-static $(if $(BENCH_OUT),--out $(BENCH_OUT))
+
 # Compile time per kernel and stage, source -> C and source -> loaded library, next to clang-16 -mllvm -polly
 # where it is installed (benchmarks/compile_time.py; a few minutes). Results go to $$XDG_CACHE_HOME/polyfuse/bench
 # unless BENCH_OUT names a folder; COMPILE_ARGS passes more options (e.g. COMPILE_ARGS="--only deriche --repeat 5").

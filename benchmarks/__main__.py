@@ -38,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, default=2, help="threads for every implementation (default: 2)")
     run.add_argument("--fusion", default="smart", help="polyfuse's fusion policy (default: smart)")
     run.add_argument("--keep-env", action="store_true", help="use this process's environment as it is")
+    st = sub.add_parser("cuda-static", help="CUDA without a GPU: ptxas resources, occupancy, modelled bytes (benchmarks/cuda_static.py)")
+    st.add_argument("--out", type=Path, help="results folder (default: $XDG_CACHE_HOME/polyfuse/bench)")
+    st.add_argument("--arch", default="sm_90", help="architecture for ptxas and the occupancy (default: sm_90)")
     pb = sub.add_parser("polybench", help="PolyBench-style kernels against gcc -O3, Polly and Pluto (benchmarks/polybench.py)")
     pb.add_argument("--sizes", default="MEDIUM,LARGE", help="PolyBench datasets among MINI,SMALL,MEDIUM,LARGE (default: MEDIUM,LARGE)")
     pb.add_argument("--threads", default="1,2", help="comma-separated thread counts (default: 1,2)")
@@ -74,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     if args.command == "polybench":
         return _polybench(args, argv)
+    if args.command == "cuda-static":
+        from benchmarks import cuda_static  # noqa: PLC0415
+
+        cuda_static.run(args.out, args.arch)
+        return 0
     if args.target in ("c", "all"):
         if not args.keep_env:
             _reexec_with_bench_environment(argv, args.threads)

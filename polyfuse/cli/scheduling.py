@@ -37,6 +37,10 @@ def _codegen_arguments(parser: argparse.ArgumentParser) -> None:
     add_target_argument(parser)
     add_schedule_options(parser, SCHEDULE_TARGETS, default_target=None)
     parser.add_argument("-o", "--output", metavar="OUT", help="write the code to OUT instead of printing it")
+    parser.add_argument("--resources", action="store_true",
+                        help="CUDA: also print each kernel's registers, spills, shared memory and barriers (ptxas -v) and, "
+                             "with every --size, its launches and theoretical occupancy")
+    parser.add_argument("--arch", default="sm_90", help="the architecture --resources compiles for (default sm_90)")
 
 
 def scheduled(args: argparse.Namespace) -> Schedule:
@@ -66,14 +70,21 @@ def schedule(args: argparse.Namespace) -> int:
 
 @command("codegen", "print (or write with -o) the code generated for a program", configure=_codegen_arguments)
 def codegen(args: argparse.Namespace) -> int:
-    text = generate(scheduled(args)).text
+    sched = scheduled(args)
+    if args.resources and sched.target != "cuda":
+        raise PolyfuseError("--resources reports CUDA kernels: use it with --target cuda")
+    code = generate(sched)
+    text = code.text
     if args.output is None:
         print(text, end="" if text.endswith("\n") else "\n")
-        return 0
-    try:
-        Path(args.output).write_text(text if text.endswith("\n") else text + "\n")
-    except OSError as e:
-        raise PolyfuseError(f"{args.output}: cannot write the code: {e.strerror or e}") from None
+    else:
+        try:
+            Path(args.output).write_text(text if text.endswith("\n") else text + "\n")
+        except OSError as e:
+            raise PolyfuseError(f"{args.output}: cannot write the code: {e.strerror or e}") from None
+    if args.resources:
+        sizes = given_sizes(args, sched.program)
+        print(code.resources(sizes if set(sizes) >= set(sched.program.params) else None, args.arch))
     return 0
 
 

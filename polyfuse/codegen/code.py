@@ -8,6 +8,7 @@ launches there; the C back end leaves it ``None`` because its entry function run
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,3 +51,11 @@ class Code:
 
     def __str__(self) -> str:
         return self.text
+
+    def resources(self, sizes: Mapping[str, int] | None = None, arch: str = "sm_90") -> Any:
+        """CUDA: each kernel's registers, spills, shared memory and barriers (``ptxas -v`` for ``arch``) and,
+        at ``sizes``, its launches and theoretical occupancy (:func:`polyfuse.codegen.cuda_resources.cuda_resources`;
+        ``print()`` the result for a table)."""
+        from polyfuse.codegen.cuda_resources import cuda_resources  # (it imports this module)
+
+        return cuda_resources(self, sizes, arch)
