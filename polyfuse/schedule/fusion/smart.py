@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -97,12 +98,17 @@ class _Candidate:
     def microtiles(self) -> int:
         return sum(_microtiles(self.schedule).values())
 
+    @functools.cached_property
+    def starved(self) -> int:
+        return len(_starved(self.schedule))
+
     @property
-    def rating(self) -> tuple[int, int, int]:
+    def rating(self) -> tuple[int, int, int, int]:
         """Lower is better: register micro-tiles kept (a contraction is compute-bound: one without its
-        micro-tile loses more time than any bytes saved), then strided innermost walks (a line per element,
-        no vectors: more time than the bytes say), then modelled bytes."""
-        return (-self.microtiles, self.strided, self.bytes)
+        micro-tile loses more time than any bytes saved), then CUDA kernels starved of threads (a GPU
+        running a large kernel on a few threads is idle whatever the bytes), then strided innermost walks
+        (a line per element, no vectors: more time than the bytes say), then modelled bytes."""
+        return (-self.microtiles, self.starved, self.strided, self.bytes)
 
 
 def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Finish, budget: IslBudget,
@@ -135,6 +141,7 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
     split_kernels: dict[frozenset[str], list[tuple[str, ...]]] = {}
     grouped: dict[frozenset[str], list[tuple[str, ...]]] = {}  # contractions apart, the rest still fused
     micro_f, micro_u = _microtiles(f), _microtiles(u)
+    starved_f, starved_u = _starved(f), _starved(u)
     for kf in f.kernels:
         parts = _parts(kf, u)
         if not parts:
@@ -144,9 +151,12 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
         lost = sum(micro_u.get(p.name, 0) for p in parts) - micro_f.get(kf.name, 0)  # register micro-tiles fusion costs
         strided = wf.get(kf.name, 0) - sum(wu.get(p.name, 0) for p in parts)  # strided walks fusion adds
         less_parallel = not kf.without_parallel_loop and any(p.without_parallel_loop for p in parts)
-        loses = (bytes_u < bytes_f or lost > 0 or strided > 0) and not less_parallel
+        starves = kf.name in starved_f and not any(p.name in starved_u for p in parts)  # (CUDA: fusion leaves few threads)
+        loses = (bytes_u < bytes_f or lost > 0 or strided > 0 or starves) and not less_parallel
         names = " | ".join("+".join(p.statements) for p in parts)
-        verdict = ("kept fused (unfused would be less parallel)" if less_parallel and (bytes_u < bytes_f or lost > 0 or strided > 0) else
+        verdict = ("kept fused (unfused would be less parallel)" if less_parallel and (bytes_u < bytes_f or lost > 0 or strided > 0 or starves) else
+                   f"fusion leaves the GPU {_threads(kf)} thread(s) for {starved_f[kf.name]} statement instances: distributed"
+                   if loses and starves else
                    f"fusion loses the register micro-tile of {lost} contraction(s): distributed" if loses and lost > 0 else
                    f"fusion makes {strided} access(es) x instances stride along the innermost loop: distributed"
                    if loses and strided > 0 else
@@ -212,6 +222,8 @@ def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | 
     worse = least.bytes < chosen.bytes
     if worse:
         why = ("it keeps fewer register micro-tiles" if least.microtiles < chosen.microtiles else
+               f"it runs {least.starved} kernel(s) starved of GPU threads (fewer than {STARVED_THREADS} threads for at least "
+               f"{STARVED_WORK} statement instances), against {chosen.starved}" if least.starved > chosen.starved else
                f"more of its innermost loops stride through memory ({least.strided} vs {chosen.strided} access(es) x instances)")
         line += f", although {least.label} moves fewer bytes ({least.bytes} B{_micro_text(least)}): {why}"
     if cheapest.rating < chosen.rating:  # (only where it is less parallel: a note, not a warning)
@@ -375,6 +387,42 @@ def _parts(kf: Kernel, u: Schedule) -> list[Kernel]:
     """The kernels of ``u`` that make up the fused kernel ``kf`` exactly (at least two), else none."""
     parts = [ku for ku in u.kernels if set(ku.statements) <= set(kf.statements)]
     return parts if len(parts) >= 2 and sum(len(p.statements) for p in parts) == len(kf.statements) else []
+
+
+STARVED_THREADS = 1024
+"""CUDA: a launch of fewer threads than this uses under 1 % of an H100's resident threads (132 SMs x 2048)."""
+STARVED_WORK = 1 << 20
+"""... and a kernel running at least this many statement instances on so few threads is *starved*: its
+time is its work divided by a handful of threads, which no saving in bytes makes up for (attention fused
+into one kernel parallel over its 8 heads only: 8 threads for 2 x 10^8 instances)."""
+
+
+def _starved(sched: Schedule) -> dict[str, int]:
+    """CUDA, at the schedule's sizes: the kernels launching fewer than :data:`STARVED_THREADS` threads for at
+    least :data:`STARVED_WORK` statement instances (name -> instances); empty on C or without sizes."""
+    if sched.target != "cuda" or any(p not in (sched.params or {}) for p in sched.program.params):
+        return {}
+    fixed = {p: int(v) for p, v in sched.params.items()}
+    out = {}
+    for k in sched.kernels:
+        threads = _threads(k)
+        if threads is None or threads >= STARVED_THREADS:
+            continue
+        work = 0
+        for name in k.statements:
+            dom = sched.program.statement(name).domain
+            for j, p in enumerate(dom.get_space().get_var_names(isl.dim_type.param)):
+                dom = dom.fix_val(isl.dim_type.param, j, isl.Val.int_from_si(dom.get_ctx(), fixed[p]))
+            work += box_volume(dom) or 0
+        if work >= STARVED_WORK:
+            out[k.name] = work
+    return out
+
+
+def _threads(k: Kernel) -> int | None:
+    """The threads of one launch of ``k`` (grid x block) where both are known numbers."""
+    dims = (*k.grid, *k.block)
+    return math.prod(dims) if dims and all(isinstance(d, int) for d in dims) else None
 
 
 def _sequential_kernels(s: Schedule) -> int:
