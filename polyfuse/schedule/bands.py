@@ -270,6 +270,13 @@ def coincident(node: isl.ScheduleNode, k: int, view: DepView) -> bool:
     return active.is_subset(active.eq_at_multi_union_pw_aff(_member(node, k)))
 
 
+def carries(node: isl.ScheduleNode, k: int, deps: isl.UnionMap) -> bool:
+    """Whether member ``k`` of a band carries one of ``deps``: two instances it relates lie in one iteration
+    of the loops above the member but in different iterations of the member (no privatisation relaxes it)."""
+    active = _active(node, deps, _prefix(node, k))
+    return not active.is_subset(active.eq_at_multi_union_pw_aff(_member(node, k)))
+
+
 def _permutable(node: isl.ScheduleNode, view: DepView) -> bool:
     outer = _prefix(node, 0)
     deps = view.constraining(_prefix(node, node.band_n_member()))

@@ -25,7 +25,7 @@ import islpy as isl
 
 from polyfuse.ir.expr import Binary, Read
 from polyfuse.ir.program import Program, Statement
-from polyfuse.schedule.bands import FLAG_BUDGET, DepView, T, coincident, within_budget
+from polyfuse.schedule.bands import FLAG_BUDGET, DepView, T, carries, within_budget
 from polyfuse.schedule.tiling.sizes import tile_band
 
 JAM_MARK = "jam"
@@ -86,19 +86,22 @@ def _sequential_below(node: isl.ScheduleNode) -> tuple[isl.ScheduleNode, int] | 
 
 
 def _recurrence(prog: Program, band: isl.ScheduleNode, k: int, view: DepView) -> bool:
-    """Whether member ``k`` of ``band`` carries a dependence between statements that it iterates (that it
-    does not hold at a constant), other than a reduction's update of its own accumulator. A member is
-    also flagged sequential for a dependence from a statement run once before it (lu's pivot division
-    before the row update), and for a sum or a maximum: loops the compiler vectorises, which jamming
-    would only break up."""
+    """Whether member ``k`` of ``band`` carries a flow dependence between statements that it iterates (that
+    it does not hold at a constant), other than a reduction's update of its own accumulator: a value
+    passed from one iteration to the next. A member is also flagged sequential for a dependence from a
+    statement run once before it (lu's pivot division before the row update), for a sum or a maximum, and
+    for anti or output dependences: loops the compiler vectorises, which jamming would only break up."""
     iterated = set()
     partial = band.band_get_partial_schedule().get_at(k).intersect_domain(band.get_domain())
     partial.foreach_pw_aff(lambda pa: None if pa.is_cst() else iterated.add(pa.get_domain_space().get_tuple_name(isl.dim_type.set)))
     reductions = {name for name in iterated if _accumulates(prog.statement(name))}
-    deps = tuple(d for d in view.deps if d.source in iterated and d.sink in iterated
-                 and not (d.source == d.sink and d.source in reductions))
-    inner = DepView(deps, view.temps, view.space, view.privatize)
-    return not within_budget(lambda: coincident(band, k, inner), True, FLAG_BUDGET)  # (unanswered: no jam)
+    deps = isl.UnionMap.empty(view.space)
+    for d in view.deps:
+        if d.kind == "flow" and d.source in iterated and d.sink in iterated and not (d.source == d.sink and d.source in reductions):
+            deps = deps.union(isl.UnionMap.from_map(d.relation))
+    if deps.is_empty():
+        return False
+    return within_budget(lambda: carries(band, k, deps), False, FLAG_BUDGET)  # (unanswered: no jam)
 
 
 def _accumulates(stmt: Statement) -> bool:
