@@ -51,6 +51,7 @@ def test_shell_examples(k, tmp_path):
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(ROOT),
                POLYFUSE_CACHE_DIR=os.environ.get("POLYFUSE_CACHE_DIR", str(tmp_path / "cache")))
     for line in script.strip().splitlines():
-        done = subprocess.run(["bash", "-c", f"cd '{ROOT}' && {line.replace('s.txt', str(tmp_path / 's.txt')).replace('-o jacobi.c', f'-o {tmp_path}/jacobi.c')}"],
+        line = re.sub(r"-o (\S+)", lambda m: f"-o {tmp_path}/{m.group(1)}", line.replace("s.txt", str(tmp_path / "s.txt")))
+        done = subprocess.run(["bash", "-c", f"cd '{ROOT}' && {line}"],
                               env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"{line}\n{done.stderr}"
