@@ -138,27 +138,28 @@ class CFunction:
         self.team = placement.default_team()  # OpenMP's default team size for this process
 
     def __call__(self, *values: Any) -> None:
-        if len(values) != len(self._convert):
-            raise TypeError(f"{self.code.entry} takes {len(self._convert)} arguments, got {len(values)}")
+        self._check_count(values)
         placement.place_workers(self.team)
         self.function(*(conv(v) for conv, v in zip(self._convert, values)))
 
     def bound(self, values: Sequence[Any], threads: int | None = None) -> Callable[[], None]:
         """A call of this function with ``values`` converted once: calling it costs one ctypes call, the
         Python work of :meth:`__call__` done ahead (``threads`` as in :meth:`call_in_team`)."""
-        if len(values) != len(self._convert):
-            raise TypeError(f"{self.code.entry} takes {len(self._convert)} arguments, got {len(values)}")
+        self._check_count(values)
         converted = [t(conv(v)) for t, conv, v in zip(self.function.argtypes, self._convert, values)]
         placement.place_workers(threads or self.team)
         if not threads:
             return functools.partial(self.function, *converted)
         return functools.partial(self.in_team, ctypes.c_int(threads), *converted)
 
+    def _check_count(self, values: Sequence[Any]) -> None:
+        if len(values) != len(self._convert):
+            raise TypeError(f"{self.code.entry} takes {len(self._convert)} arguments, got {len(values)}")
+
     def call_in_team(self, values: Sequence[Any], threads: int) -> None:
         """Call with ``values`` and OpenMP's thread count set to ``threads`` for this call only (the count is
         an OpenMP per-thread setting of the calling thread; it is put back afterwards)."""
-        if len(values) != len(self._convert):
-            raise TypeError(f"{self.code.entry} takes {len(self._convert)} arguments, got {len(values)}")
+        self._check_count(values)
         placement.place_workers(threads)
         self.in_team(threads, *(conv(v) for conv, v in zip(self._convert, values)))
 

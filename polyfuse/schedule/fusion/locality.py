@@ -24,7 +24,7 @@ from polyfuse.cost.traffic import array_bytes
 from polyfuse.ir.program import Program
 from polyfuse.schedule.mapping.kernels import box_volume
 from polyfuse.schedule.model import Schedule
-from polyfuse.schedule.tiling.microtile import access_coefficients, stride_along
+from polyfuse.schedule.tiling.microtile import access_coefficients, single_multi_aff, stride_along
 
 
 def strided_walks(prog: Program, sched: Schedule, sizes: Mapping[str, int], l1_bytes: int | None = None) -> dict[str, int]:
@@ -67,12 +67,9 @@ def _innermost_iterator(schedule: isl.Map) -> int | None:
     (plus or minus one times it, plus a constant); ``None`` for anything else (a skew, a tile's modulo)."""
     if schedule.is_empty():
         return None
-    pma = isl.PwMultiAff.from_map(schedule)
-    if pma.n_piece() != 1:
+    ma = single_multi_aff(schedule)
+    if ma is None:
         return None
-    pieces: list[isl.MultiAff] = []
-    pma.foreach_piece(lambda _s, ma: pieces.append(ma))
-    ma = pieces[0]
     for d in range(ma.dim(isl.dim_type.out) - 1, -1, -1):
         aff = ma.get_at(d)
         coeffs = [aff.get_coefficient_val(isl.dim_type.in_, k) for k in range(aff.dim(isl.dim_type.in_))]

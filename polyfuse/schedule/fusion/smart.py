@@ -264,10 +264,7 @@ def _microtiles(sched: Schedule) -> dict[str, int]:
     def worth(tile) -> bool:
         if any(p not in fixed for p in sched.program.params):
             return True
-        dom = sched.program.statement(tile.statement).domain
-        for k, p in enumerate(dom.get_space().get_var_names(isl.dim_type.param)):
-            dom = dom.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(dom.get_ctx(), fixed[p]))
-        volume = box_volume(dom)
+        volume = _instances(sched.program, tile.statement, fixed)
         return volume is None or volume >= MICROTILE_WORTH
 
     def walk(node: isl.ScheduleNode, kernel: str | None) -> None:
@@ -408,15 +405,18 @@ def _starved(sched: Schedule) -> dict[str, int]:
         threads = _threads(k)
         if threads is None or threads >= STARVED_THREADS:
             continue
-        work = 0
-        for name in k.statements:
-            dom = sched.program.statement(name).domain
-            for j, p in enumerate(dom.get_space().get_var_names(isl.dim_type.param)):
-                dom = dom.fix_val(isl.dim_type.param, j, isl.Val.int_from_si(dom.get_ctx(), fixed[p]))
-            work += box_volume(dom) or 0
+        work = sum(_instances(sched.program, name, fixed) or 0 for name in k.statements)
         if work >= STARVED_WORK:
             out[k.name] = work
     return out
+
+
+def _instances(prog: Program, statement: str, sizes: Mapping[str, int]) -> int | None:
+    """The instances of ``statement`` at ``sizes`` (every size param; its bounding box), ``None`` if unbounded."""
+    dom = prog.statement(statement).domain
+    for k, p in enumerate(dom.get_space().get_var_names(isl.dim_type.param)):
+        dom = dom.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(dom.get_ctx(), sizes[p]))
+    return box_volume(dom)
 
 
 def _threads(k: Kernel) -> int | None:

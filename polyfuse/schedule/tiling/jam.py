@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from polyfuse.ir.expr import Binary, Read
-from polyfuse.ir.program import Program, Statement
+from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import FLAG_BUDGET, DepView, T, carries, within_budget
 from polyfuse.schedule.tiling.sizes import tile_band
 
@@ -94,7 +93,10 @@ def _recurrence(prog: Program, band: isl.ScheduleNode, k: int, view: DepView) ->
     iterated = set()
     partial = band.band_get_partial_schedule().get_at(k).intersect_domain(band.get_domain())
     partial.foreach_pw_aff(lambda pa: None if pa.is_cst() else iterated.add(pa.get_domain_space().get_tuple_name(isl.dim_type.set)))
-    reductions = {name for name in iterated if _accumulates(prog.statement(name))}
+    from polyfuse.schedule.mapping.rows import reduction_op  # (mapping imports this module)
+
+    # a sum or an extremum: the printer vectorises it when reassociation is allowed
+    reductions = {name for name in iterated if reduction_op(prog.statement(name)) in ("sum", "max", "min")}
     deps = isl.UnionMap.empty(view.space)
     for d in view.deps:
         if d.kind == "flow" and d.source in iterated and d.sink in iterated and not (d.source == d.sink and d.source in reductions):
@@ -102,15 +104,3 @@ def _recurrence(prog: Program, band: isl.ScheduleNode, k: int, view: DepView) ->
     if deps.is_empty():
         return False
     return within_budget(lambda: carries(band, k, deps), False, FLAG_BUDGET)  # (unanswered: no jam)
-
-
-def _accumulates(stmt: Statement) -> bool:
-    """Whether ``stmt`` updates its target from its own value only by a sum or an extremum (``s += e``,
-    ``s = max(s, e)``, ``w[i] = w[i] + e``): a reduction, which the printer vectorises when reassociation
-    is allowed."""
-    if stmt.op in ("+=", "-="):
-        return True
-    value = stmt.value
-    return stmt.op == "=" and isinstance(value, Binary) and value.op in ("+", "max", "min") and any(
-        isinstance(side, Read) and stmt.accesses[side.access].array == stmt.write.array
-        and stmt.accesses[side.access].relation.is_equal(stmt.write.relation) for side in (value.lhs, value.rhs))

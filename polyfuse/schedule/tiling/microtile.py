@@ -350,15 +350,22 @@ Coefficients = tuple[tuple[tuple[int, ...], Mapping[str, int], int], ...]
 """Per array dimension: (coefficient of each statement iterator, coefficient of each size, constant)."""
 
 
-def access_coefficients(relation: isl.Map) -> Coefficients | None:
-    """The access as one affine function per array dimension, or ``None`` when it is not a single affine
-    piece without integer divisions (then no micro-tile)."""
+def single_multi_aff(relation: isl.Map) -> isl.MultiAff | None:
+    """``relation`` as one multi-affine function, or ``None`` when it takes several pieces."""
     pma = isl.PwMultiAff.from_map(relation)
     if pma.n_piece() != 1:
         return None
     pieces: list[isl.MultiAff] = []
     pma.foreach_piece(lambda _set, ma: pieces.append(ma))
-    ma = pieces[0]
+    return pieces[0]
+
+
+def access_coefficients(relation: isl.Map) -> Coefficients | None:
+    """The access as one affine function per array dimension, or ``None`` when it is not a single affine
+    piece without integer divisions (then no micro-tile)."""
+    ma = single_multi_aff(relation)
+    if ma is None:
+        return None
     out = []
     for d in range(ma.dim(isl.dim_type.out)):
         aff = ma.get_at(d)
