@@ -17,6 +17,7 @@ from polyfuse.errors import (
     PolyfuseWarning,
     RuntimeUnavailable,
     ShapeError,
+    SimulationError,
     SourceError,
 )
 from polyfuse.frontend.dsl import program
@@ -33,7 +34,7 @@ from polyfuse.types import DType, Param, f32, f64, i8, i16, i32, i64, params, u8
 __all__ = [
     "Code", "Executable", "PreparedCall", "Graph", "Tensor", "codegen", "compile", "compile_schedule", "ops",
     "Access", "Array", "BoundsError", "CodegenError", "DType", "Dependence", "Dependences", "IllegalTransformError",
-    "Param", "PolyfuseError", "PolyfuseWarning", "Program", "RuntimeUnavailable", "ShapeError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64", "from_c",
+    "Param", "PolyfuseError", "PolyfuseWarning", "Program", "RuntimeUnavailable", "ShapeError", "SimulationError", "SourceError", "Statement", "abs", "empty", "exp", "f32", "f64", "from_c",
     "i8", "i16", "i32", "load_schedule", "i64", "u8", "u16", "u32", "u64", "log", "max", "min", "params", "pow", "program", "reference", "schedule", "sqrt", "tanh", "where",
 ]
 __all__ += ["from_torch", "torch_report"]

@@ -7,7 +7,7 @@ next; :class:`Compiled` holds every stage's value so each can be printed on its 
     dependences  Dependences     program.dependences()
     schedule     Schedule        pf.schedule(program, target, fusion, tile, params, ...)
     codegen      Code            polyfuse.codegen.codegen(schedule)
-    load         callable        the C runtime (cc + ctypes) or the CUDA runtime
+    load         callable        the C runtime (cc + ctypes), the CUDA runtime or the CUDA simulator
 
 An :class:`Executable` runs the pipeline once per distinct set of sizes (sizes are inferred from the
 arguments at call time, or given up front with ``params=``), so schedules and tile choices may depend on the
@@ -33,7 +33,7 @@ from polyfuse.codegen import codegen
 from polyfuse.codegen.code import Code
 from polyfuse.errors import CodegenError, PolyfuseError, RuntimeUnavailable, api_boundary
 from polyfuse.ir.program import Program
-from polyfuse.runtime import cpu, tuning
+from polyfuse.runtime import cpu, cuda_sim, tuning
 from polyfuse.runtime import profile as profiling
 from polyfuse.runtime.args import Binder, Bound, check_params
 from polyfuse.runtime.profile import Profile
@@ -47,7 +47,7 @@ except ModuleNotFoundError as e:  # the CUDA runtime is optional (and pycuda wit
         raise
     cuda_runtime = None
 
-TARGETS = ("c", "cuda", "auto")
+TARGETS = ("c", "cuda", "cuda-sim", "auto")
 SCHEDULE_OPTIONS = ("fusion", "tile", "params", "schedule", "isl_budget", "reassociate", "parallel")
 
 
@@ -70,7 +70,7 @@ class Compiled:
 
 
 def resolve_target(target: str) -> str:
-    """``"c"`` or ``"cuda"``; ``"auto"`` means CUDA when a GPU and pycuda are usable, else C."""
+    """``"c"``, ``"cuda"`` or ``"cuda-sim"``; ``"auto"`` means CUDA when a GPU and pycuda are usable, else C."""
     if target not in TARGETS:
         raise PolyfuseError(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
     if target != "auto":
@@ -78,9 +78,11 @@ def resolve_target(target: str) -> str:
     return "cuda" if cuda_runtime is not None and cuda_runtime.available() else "c"
 
 
-def _load(code: Code) -> Callable[..., None]:
+def _load(code: Code, target: str | None = None) -> Callable[..., None]:
     if code.target == "c":
         return cpu.CFunction(code)
+    if target == "cuda-sim":
+        return cuda_sim.load(code)
     if cuda_runtime is None:
         raise RuntimeUnavailable("the CUDA runtime is not available (pycuda is not installed)")
     return cuda_runtime.load(code)
@@ -90,7 +92,12 @@ def _schedule(program: Program, target: str, options: Mapping[str, Any], sizes: 
     """The schedule stage: the scheduler at the given sizes (symbolic when there are none)."""
     if sizes:
         options = {**options, "params": dict(sizes)}
-    return schedule_program(program, target=target, **options)
+    return schedule_program(program, target=code_target(target), **options)
+
+
+def code_target(target: str) -> str:
+    """The target code is generated for: the simulator runs the CUDA that the GPU would."""
+    return "cuda" if target == "cuda-sim" else target
 
 
 STAGES: tuple[tuple[str, Callable[..., Any]], ...] = (
@@ -98,7 +105,7 @@ STAGES: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("dependences", lambda program, **_: program.dependences()),
     ("schedule", lambda program, target, options, sizes, **_: _schedule(program, target, options, sizes)),
     ("codegen", lambda schedule, **_: codegen(schedule)),
-    ("load", lambda code, **_: _load(code)),
+    ("load", lambda code, target, **_: _load(code, target)),
 )
 """The pipeline, in order: (stage name, function of the values computed so far)."""
 
@@ -113,7 +120,7 @@ def run_pipeline(program: Program, target: str, options: Mapping[str, Any], size
     values: dict[str, Any] = {"source": program, "target": target, "options": dict(options), "sizes": dict(sizes)}
     names = {"frontend": "program", "dependences": "dependences", "schedule": "schedule", "codegen": "code", "load": "function"}
     for stage, run in STAGES:
-        progress.step(STEP_LABELS[stage] if stage != "load" else ("nvcc" if target == "cuda" else "the C compiler"))
+        progress.step(STEP_LABELS[stage] if stage != "load" else {"cuda": "nvcc", "cuda-sim": "g++ (CUDA simulator)"}.get(target, "the C compiler"))
         values[names[stage]] = run(**values)
     return Compiled(values["program"], values["dependences"], values["schedule"], values["code"], values["function"], dict(sizes))
 
@@ -303,7 +310,11 @@ class Executable:
 @api_boundary
 def compile(program: Program, target: str = "auto", tune: int | None = None, threads: int | None = None,  # noqa: A001
             **schedule_options: Any) -> Executable:
-    """Compile ``program`` for ``target`` (``"c"``, ``"cuda"`` or ``"auto"``).
+    """Compile ``program`` for ``target`` (``"c"``, ``"cuda"``, ``"cuda-sim"`` or ``"auto"``).
+
+    ``"cuda-sim"`` runs the CUDA that ``"cuda"`` generates on the CPU, in a simulator that reports data
+    races, out-of-bounds indices and barriers not every thread reaches (:mod:`polyfuse.runtime.cuda_sim`):
+    slow, for checking and debugging CUDA without a GPU.
 
     ``schedule_options`` are those of :func:`polyfuse.schedule.schedule`: ``fusion``, ``tile``, ``schedule``
     and ``params`` (sizes to specialise for now; without them each call's sizes are specialised on first use).
@@ -330,6 +341,8 @@ def compile(program: Program, target: str = "auto", tune: int | None = None, thr
     if k:
         if schedule_options.get("tile", "auto") != "auto":
             raise PolyfuseError(f"tune={k} chooses the tile sizes itself: leave tile='auto' (got tile={schedule_options['tile']!r})")
+        if resolved == "cuda-sim":
+            raise PolyfuseError(f"tune={k} times candidates on a device; the CUDA simulator's times say nothing about a GPU")
         tuning.require_device(resolved)
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise PolyfuseError(f"threads= must be a positive int (or None for OpenMP's default), not {threads!r}")

@@ -19,7 +19,7 @@ import os
 import sys
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 TRACEBACK_ENV = "POLYFUSE_TRACEBACK"
@@ -91,6 +91,17 @@ class CodegenError(PolyfuseError):
 
 class RuntimeUnavailable(PolyfuseError):
     """The requested backend cannot run here (no GPU, no pycuda, no C compiler)."""
+
+
+class SimulationError(PolyfuseError):
+    """The CUDA simulator (``target="cuda-sim"``) found a data race, an out-of-bounds index or a barrier
+    that not every thread reaches; ``issues`` lists what it found (the first 20), ``count`` how many in all."""
+
+    def __init__(self, issues: Sequence[str], count: int) -> None:
+        self.issues = list(issues)
+        self.count = count
+        more = f"\n  ... and {count - len(issues)} more" if count > len(issues) else ""
+        super().__init__(f"the CUDA simulator found {count} problem(s):\n  " + "\n  ".join(self.issues) + more)
 
 
 class UnsupportedOperator(PolyfuseError):

@@ -1,6 +1,6 @@
 """CUDA code generation without a GPU: nvcc compiles every generated kernel, the host plan runs with a fake
-launcher, and a CPU emulation of the kernels (the CUDA text compiled as C++ with blockIdx/threadIdx as
-globals looped over by a driver) is compared against the reference interpreter.
+launcher, and every variant runs in the CUDA simulator (:mod:`polyfuse.runtime.cuda_sim`: the exact text,
+races, out-of-bounds indices and barriers checked) and is compared against the reference interpreter.
 
 Schedules come from ``polyfuse.schedule.schedule`` when the scheduler is present, else from
 :func:`hand_schedule`, which builds kernel/grid/block marks by hand as ``schedule/model.py`` specifies.
@@ -8,7 +8,6 @@ Schedules come from ``polyfuse.schedule.schedule`` when the scheduler is present
 
 from __future__ import annotations
 
-import ctypes
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,8 +19,9 @@ import pytest
 import polyfuse as pf
 from examples import kernels as ex
 from polyfuse.codegen.cuda import PRELUDE, generate_cuda
-from polyfuse.codegen.host_plan import HostPlan, Launch, run_host_plan
+from polyfuse.codegen.host_plan import HostPlan, run_host_plan
 from polyfuse.ir.program import Program
+from polyfuse.runtime import cuda_sim
 from polyfuse.schedule.bands import statement_filters
 from polyfuse.schedule.model import Kernel, Schedule
 
@@ -213,112 +213,21 @@ def test_empty_kernels_are_not_launched() -> None:
     assert _record(plan, {"N": 40, "T": 0}) == []
 
 
-# ----- CPU emulation of the generated kernels ----------------------------------------------------------
+# ----- the generated kernels run in the CUDA simulator -------------------------------------------------
 
-EMULATION_PRELUDE = """\
-#include <math.h>
-#include <pthread.h>
-#include <thread>
-#include <vector>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__
-#define __shared__ static
-struct pf_dim3 { unsigned x, y, z; };
-static thread_local pf_dim3 blockIdx, threadIdx, blockDim;
-static pthread_barrier_t pf_barrier;
-static inline void __syncthreads() { pthread_barrier_wait(&pf_barrier); }
-/* every thread of the block calls it (the block reductions of cooperative rows): exchange through a slot
-   per thread between two barriers */
-template <typename T> static T __shfl_xor_sync(unsigned, T v, int lane_mask)
-{
-  static T slots[1024];
-  slots[threadIdx.x] = v;
-  pthread_barrier_wait(&pf_barrier);
-  T r = slots[threadIdx.x ^ lane_mask];
-  pthread_barrier_wait(&pf_barrier);
-  return r;
-}
-"""
-"""Kernels with ``__syncthreads()`` run each block's threads as real threads meeting at a pthread barrier
-(``__shared__`` arrays become function statics: one copy, shared by the block's threads; blocks run one
-after another); kernels without barriers run every (block, thread) sequentially."""
+def build_emulator(variants: list[tuple[str, object]], tmp: Path | None = None) -> dict[str, cuda_sim.SimulatedCuda]:
+    """Every variant's kernels in one simulator library (:func:`polyfuse.runtime.cuda_sim.load_many`, one
+    g++ run): ``{tag: simulated program}``. ``tmp`` is unused (the library goes to polyfuse's cache)."""
+    return {tag: sim for (tag, _), sim in zip(variants, cuda_sim.load_many([(f"{tag}_", code) for tag, code in variants]).values())}
 
 
-def _driver(launch: Launch, tag: str, barriers: bool = False) -> str:
-    """A C++ function that runs every (block, thread) of one launch: sequentially, or with ``barriers``
-    each block's threads concurrently (so that ``__syncthreads()`` has its meaning)."""
-    params, names = [], []
-    for a in launch.args:
-        t = f"{a.dtype.c_name}*" if a.kind == "array" else (a.dtype.c_name if a.kind == "scalar" else "long long")
-        params.append(f"{t} {a.name}")
-        names.append(a.name)
-    if barriers:
-        return (f'extern "C" void run_{tag}_{launch.kernel}(const unsigned* pf_g, const unsigned* pf_b, {", ".join(params)}) {{\n'
-                "  const unsigned nt = pf_b[0] * pf_b[1] * pf_b[2];\n"
-                "  for (unsigned gz = 0; gz < pf_g[2]; gz++) for (unsigned gy = 0; gy < pf_g[1]; gy++) for (unsigned gx = 0; gx < pf_g[0]; gx++) {\n"
-                "    pthread_barrier_init(&pf_barrier, 0, nt);\n"
-                "    std::vector<std::thread> ts;\n"
-                "    for (unsigned bz = 0; bz < pf_b[2]; bz++) for (unsigned by = 0; by < pf_b[1]; by++) for (unsigned bx = 0; bx < pf_b[0]; bx++)\n"
-                "      ts.emplace_back([=] {\n"
-                "        blockIdx.x = gx; blockIdx.y = gy; blockIdx.z = gz; threadIdx.x = bx; threadIdx.y = by; threadIdx.z = bz;\n"
-                "        blockDim.x = pf_b[0]; blockDim.y = pf_b[1]; blockDim.z = pf_b[2];\n"
-                f"        {tag}_{launch.kernel}({', '.join(names)});\n      }});\n"
-                "    for (auto& t : ts) t.join();\n"
-                "    pthread_barrier_destroy(&pf_barrier);\n  }\n}\n")
-    return (f'extern "C" void run_{tag}_{launch.kernel}(const unsigned* pf_g, const unsigned* pf_b, {", ".join(params)}) {{\n'
-            "  for (unsigned gz = 0; gz < pf_g[2]; gz++) for (unsigned gy = 0; gy < pf_g[1]; gy++) for (unsigned gx = 0; gx < pf_g[0]; gx++)\n"
-            "  for (unsigned bz = 0; bz < pf_b[2]; bz++) for (unsigned by = 0; by < pf_b[1]; by++) for (unsigned bx = 0; bx < pf_b[0]; bx++) {\n"
-            "    blockIdx.x = gx; blockIdx.y = gy; blockIdx.z = gz; threadIdx.x = bx; threadIdx.y = by; threadIdx.z = bz;\n"
-            "    blockDim.x = pf_b[0]; blockDim.y = pf_b[1]; blockDim.z = pf_b[2];\n"
-            f"    {tag}_{launch.kernel}({', '.join(names)});\n  }}\n}}\n")
-
-
-def _has_barrier(text: str, kernel: str) -> bool:
-    """Whether the ``__global__`` function ``kernel`` of ``text`` calls ``__syncthreads()`` (directly or
-    through a block reduction of the prelude)."""
-    start = text.find(f" {kernel}(")
-    if start < 0:
-        return False
-    end = text.find("\n}\n", start)
-    return "__syncthreads()" in text[start:end] or "pf_block_" in text[start:end]
-
-
-def build_emulator(variants: list[tuple[str, object]], tmp: Path) -> ctypes.CDLL:
-    """One shared library running every variant's kernels on the CPU (kernels renamed ``<tag>_<name>``)."""
-    src = [EMULATION_PRELUDE, PRELUDE]
-    for tag, code in variants:
-        src.append(code.text.replace(PRELUDE, "").replace("__global__ void ", f"__global__ void {tag}_"))
-        src.extend(_driver(la, tag, _has_barrier(code.text, la.kernel)) for la in {la.kernel: la for la in code.launch.launches()}.values())
-    (tmp / "emu.cpp").write_text("\n".join(src))
-    out = subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-pthread", "-o", str(tmp / "emu.so"), str(tmp / "emu.cpp")], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-4000:]
-    return ctypes.CDLL(str(tmp / "emu.so"))
-
-
-def emulate(dll: ctypes.CDLL, tag: str, code, values: dict, sizes: dict) -> None:
-    """Run one variant's host plan in Python, its kernels from ``dll``; ``values`` are updated in place."""
-    buffers = dict(values)
-    for a in code.launch.arrays:
-        if a.name not in buffers:
-            buffers[a.name] = np.zeros(a.concrete_shape(sizes), a.dtype.numpy)
-    ctypes_of = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32}
-
-    def launch(la: Launch, grid, block, env) -> None:
-        g = (ctypes.c_uint * 3)(*(tuple(grid) + (1, 1, 1))[:3])
-        b = (ctypes.c_uint * 3)(*(tuple(block) + (1, 1, 1))[:3])
-        args = []
-        for a in la.args:
-            if a.kind == "array":
-                args.append(buffers[a.name].ctypes.data_as(ctypes.c_void_p))
-            elif a.kind == "scalar":
-                args.append(ctypes_of[a.dtype.name](values[a.name]))
-            else:
-                args.append(ctypes.c_longlong(env[a.name]))
-        getattr(dll, f"run_{tag}_{la.kernel}")(g, b, *args)
-
-    run_host_plan(code.launch, launch, sizes)
+def emulate(sims: dict[str, cuda_sim.SimulatedCuda], tag: str, code, values: dict, sizes: dict) -> None:
+    """Run one variant's host plan in the simulator; ``values`` (arrays by name, scalars) are updated in
+    place. A race, an out-of-bounds index or a misplaced barrier raises :class:`pf.SimulationError`."""
+    sim = sims[tag]
+    host = {name: v for name, v in values.items() if name in sim.arrays}
+    scalars = {a.name: values[a.name] for la in code.launch.launches() for a in la.args if a.kind == "scalar"}
+    sim.run(host, scalars, sizes)
 
 
 SIZES = {"N": 37, "M": 29, "K": 13, "T": 3}
@@ -342,7 +251,7 @@ def _inputs(prog: Program, sizes: dict, seed: int = 0) -> dict:
 
 @pytest.mark.parametrize("prog", ex.ALL, ids=lambda p: p.name)
 def test_cpu_emulation_matches_reference(prog: Program, generated, tmp_path: Path) -> None:
-    if shutil.which("g++") is None:
+    if not cuda_sim.available():
         pytest.skip("g++ is not on PATH")
     sizes = {p: SIZES[p] for p in prog.params}
     expected = _inputs(prog, sizes)

@@ -32,7 +32,7 @@ from polyfuse.ir.program import Program
 from polyfuse.runtime.reference import reference
 from polyfuse.types import DType
 
-RUN_TARGETS = ("c", "cuda", "auto")
+RUN_TARGETS = ("c", "cuda", "cuda-sim", "auto")
 BENCH_TARGETS = ("c", "cuda", "all")
 # |compiled - reference| <= atol + rtol * |reference|, per dtype (C compilers may contract a*b+c to an FMA).
 TOLERANCE = {"f32": (1e-4, 1e-5), "f64": (1e-9, 1e-12), "i32": (0.0, 0.0)}
@@ -80,7 +80,7 @@ def _run(args: argparse.Namespace, program: Program) -> int:
         started = time.perf_counter()
         exe(**values)
         times.append(time.perf_counter() - started)
-    copies = " (with host-device copies)" if exe.target == "cuda" else ""
+    copies = {"cuda": " (with host-device copies)", "cuda-sim": " (simulated on the CPU: not a GPU's time)"}.get(exe.target, "")
     print(f"time: median {_ms(statistics.median(times))} over {args.repeat} run(s), min {_ms(min(times))}{copies}")
     if args.profile:
         progress.step("--profile: an instrumented run")

@@ -18,6 +18,7 @@ semantics (``floor(a / b)`` for ``b > 0`` and any sign of ``a``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,13 +39,17 @@ class StatementCall:
     ``accesses[k]`` is the AST expression (op type ``access``: array id, then one index per dimension) of
     ``statement.accesses[k]``. ``index_values`` pairs every :class:`IndexValue` node of ``statement.value``
     (in :meth:`Expr.walk` order) with its AST expression. ``arguments`` are the statement's iterators as AST
-    expressions (the arguments of isl's own call expression ``S0(c0, c1)``).
+    expressions (the arguments of isl's own call expression ``S0(c0, c1)``). ``member_values`` gives, for
+    the schedule dimensions :func:`build_ast` was asked about (by loop iterator name), their value at this
+    node as an AST expression, also where isl printed no loop for the dimension (its value fixed by the
+    loops around: substituted).
     """
 
     statement: Statement
     accesses: tuple[isl.AstExpr, ...]
     index_values: tuple[tuple[IndexValue, isl.AstExpr], ...]
     arguments: tuple[isl.AstExpr, ...]
+    member_values: Mapping[str, isl.AstExpr] | None = None
 
     @property
     def write(self) -> isl.AstExpr:
@@ -80,13 +85,16 @@ def build_ast(
     schedule: isl.Schedule,
     context: isl.Set | None = None,
     statements: Mapping[str, Statement] | None = None,
+    member_values: Mapping[str, Mapping[str, isl.PwAff]] | None = None,
 ) -> isl.AstNode:
     """The isl AST of ``schedule`` (a schedule tree over ``program``'s statements), user nodes annotated.
 
     ``context`` adds constraints on the size params (e.g. concrete sizes) to ``program.context``.
     ``statements`` adds or overrides statements by name, for statements the scheduler introduced (copy
     statements); every domain in the tree must name one of them. Upper loop bounds are atomic: a for
-    node's condition is a single comparison ``iterator <= min(...)`` (or ``<``).
+    node's condition is a single comparison ``iterator <= min(...)`` (or ``<``). ``member_values`` maps a
+    statement name to schedule dimensions (iterator name -> the dimension's value on the statement's
+    domain) whose AST expressions its calls should carry (:attr:`StatementCall.member_values`).
     """
     table: dict[str, Statement] = {s.name: s for s in program.statements}
     if statements:
@@ -100,12 +108,15 @@ def build_ast(
         raise CodegenError(f"the schedule executes {', '.join(unknown)}, which the program does not define")
     keep_alive: list[StatementCall] = []
     failures: list[BaseException] = []
+    executed: list[isl.UnionSet] = []
 
     def at_each_domain(node: isl.AstNode, build: isl.AstBuild) -> isl.AstNode:
         # An exception escaping an islpy callback aborts isl half-way (and may corrupt its state), so
         # failures are recorded here and re-raised once isl has returned.
         try:
-            call = _statement_call(node, build, table)
+            name = node.user_get_expr().get_op_arg(0).get_id().get_name()
+            executed.append(build.get_schedule().domain())
+            call = _statement_call(node, build, table, (member_values or {}).get(name))
         except Exception as e:  # noqa: BLE001 - re-raised below
             failures.append(e)
             return node
@@ -122,7 +133,44 @@ def build_ast(
             del handle
     if failures:
         raise CodegenError(f"cannot build the AST expressions of a statement: {failures[0]}") from failures[0]
+    check_ast_coverage(schedule, params, executed)
     return tree
+
+
+class AstCoverageError(CodegenError):
+    """isl's AST executes fewer instances of a statement than the schedule holds (an isl bug)."""
+
+
+def check_ast_coverage(schedule: isl.Schedule, params: isl.Set, executed: Sequence[isl.UnionSet]) -> None:
+    """Raise :class:`AstCoverageError` unless the AST runs every instance the schedule tree holds: the
+    statements of its domain and those its extension nodes add (copies, barriers).
+
+    The isl of islpy 2026.2.2 can lose instances in AST generation when a schedule dimension is a quasi-affine function (a
+    ``mod``) whose value the outer loops fix: ``{ C[i, o] -> [i, o + 128 (o mod 2)] : (i - o) mod 3 = 0,
+    0 <= o <= 2 }`` prints ``if (c0 % 3 == 0) C(c0, 0)``, dropping ``o = 1, 2``. A fuzzed CUDA kernel's
+    copy-out of a shared buffer met this; a wrong result is worse than the cost of this check."""
+    ran = isl.UnionSet.empty(schedule.get_domain().get_space())
+    for dom in executed:
+        ran = ran.union(dom)
+    expected = schedule.get_domain()
+    extensions: list[isl.UnionSet] = []
+
+    def visit(node: isl.ScheduleNode) -> bool:
+        if node.get_type() == isl.schedule_node_type.extension:
+            reached = node.get_prefix_schedule_union_map().intersect_domain(node.get_domain()).range()
+            extensions.append(node.extension_get_extension().intersect_domain(reached).range())
+        return True
+
+    try:
+        schedule.get_root().foreach_descendant_top_down(visit)
+    except isl.Error:  # (a domain below nested extensions: those statements are not checked)
+        extensions.clear()
+    for added in extensions:
+        expected = expected.union(added)
+    missing = expected.intersect_params(params).subtract(ran.intersect_params(params))
+    if not missing.is_empty():
+        names = sorted({missing.get_set_list().get_at(k).get_tuple_name() for k in range(missing.get_set_list().n_set())})
+        raise AstCoverageError(f"isl's AST generation dropped instances of {', '.join(names)} (an isl bug): {missing}")
 
 
 def iterator_names(program: Program, statements: Mapping[str, Statement] | None = None, count: int = 64) -> list[str]:
@@ -149,7 +197,8 @@ def _iterator_id_list(names: list[str]) -> isl.IdList:
     return ids
 
 
-def _statement_call(node: isl.AstNode, build: isl.AstBuild, table: Mapping[str, Statement]) -> StatementCall:
+def _statement_call(node: isl.AstNode, build: isl.AstBuild, table: Mapping[str, Statement],
+                    member_values: Mapping[str, isl.PwAff] | None = None) -> StatementCall:
     """Index expressions of one statement at the user node ``node`` (called from ``at_each_domain``)."""
     call_expr = node.user_get_expr()
     name = call_expr.get_op_arg(0).get_id().get_name()
@@ -163,7 +212,8 @@ def _statement_call(node: isl.AstNode, build: isl.AstBuild, table: Mapping[str, 
         for iv in index_value_nodes(stmt.value)
     )
     arguments = tuple(call_expr.get_op_arg(k) for k in range(1, call_expr.get_op_n_arg()))
-    return StatementCall(stmt, accesses, index_values, arguments)
+    values = {it: build.expr_from_pw_aff(pa.pullback_pw_multi_aff(iterator_map)) for it, pa in (member_values or {}).items()}
+    return StatementCall(stmt, accesses, index_values, arguments, values)
 
 
 def _access_expr(build: isl.AstBuild, access: Access, iterator_map: isl.PwMultiAff) -> isl.AstExpr:
@@ -294,6 +344,23 @@ def _fold(function: str, args: Sequence[str]) -> str:
     for a in args[1:]:
         out = f"{function}({out}, {a})"
     return out
+
+
+def as_operand(text: str) -> str:
+    """``text`` safe as an operand of a binary operator: parenthesised unless it is a name, a number or
+    one call (a conditional ``c ? a : b`` followed by ``+ x`` would take the ``+`` into its branch)."""
+    if re.fullmatch(r"-?[A-Za-z0-9_.]+", text):
+        return text
+    call = re.match(r"[A-Za-z_]\w*\(", text)
+    if call and text.endswith(")"):
+        depth = 0
+        for k in range(call.end() - 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[k], 0)
+            if depth == 0:
+                if k == len(text) - 1:
+                    return text
+                break
+    return f"({text})"
 
 
 def expr_to_text(expr: isl.AstExpr, dialect: Dialect) -> str:

@@ -24,16 +24,26 @@ iterators are ``long long`` arguments, scalars are passed by value.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
 import islpy as isl
 
-from polyfuse.codegen.ast import CDialect, StatementCall, build_ast, expr_to_text, iterator_names, statement_call
+from polyfuse.codegen.ast import (
+    AstCoverageError,
+    CDialect,
+    StatementCall,
+    as_operand,
+    build_ast,
+    expr_to_text,
+    iterator_names,
+    statement_call,
+)
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.codegen.cuda_rows import BLOCK_REDUCE_PRELUDE, print_cyclic_for, print_row_mark
 from polyfuse.codegen.host_plan import KernelArg, Launch, host_plan_from_ast, mapped_lower_bounds, mapped_ranges
-from polyfuse.errors import CodegenError
+from polyfuse.errors import CodegenError, warn
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
 from polyfuse.ir.program import Array, Program
 from polyfuse.schedule.model import BLOCK_MARK, CYCLIC_MARK, GRID_MARK, KERNEL_MARK, REDUCE_MARK, SYNC_MARK, Kernel, Schedule
@@ -70,6 +80,7 @@ class CudaDialect(CDialect):
         self.arrays = arrays
         self.private = private
         self.shared = dict(shared or {})  # promoted __shared__ buffers: name -> shape (indexed A[i][j])
+        self.renamed: dict[str, str] = {}  # arrays printed as a register while one part of a kernel is printed
 
     def min(self, args: Sequence[str]) -> str:
         return _fold("pf_min", args)
@@ -81,6 +92,8 @@ class CudaDialect(CDialect):
         return f"pf_floordiv({num}, {den})"
 
     def access(self, array: str, indices: Sequence[str]) -> str:
+        if array in self.renamed:
+            return self.renamed[array]
         if array in self.private:
             return array
         if array in self.shared:
@@ -105,7 +118,7 @@ def _unwrap(text: str) -> str:
 
 
 def _plus(init: str, step: str) -> str:
-    return step if init == "0" else f"{init} + {step}"
+    return step if init == "0" else f"{as_operand(init)} + {step}"
 
 
 def _fold(function: str, args: Sequence[str]) -> str:
@@ -224,6 +237,7 @@ class KernelPrinter:
         self._scopes: list[set[str]] = [set()]
         self.cyclic = ""  # the iterator of the kernel's cyclic (cooperative-row) loops, if any
         self._in_cyclic = False
+        self.grid_cyclic = False  # the cyclic loop is shared by every block's threads (block_reductions.py)
         self.origins: dict[str, str] = {}  # mapped iterator -> the value its index 0 stands for (launch extents' lo)
 
     def emit(self, node: isl.AstNode, depth: int, bound: frozenset[str]) -> None:
@@ -282,8 +296,11 @@ class KernelPrinter:
             self._scoped(node.for_get_body(), depth + 1, bound)
             self.lines.append(f"{pad}}}")
             return
-        self.strides[it] = math.gcd(self.strides.get(it, 0), inc)
-        step = f"(long long) {axis}" if inc == 1 else f"{inc} * (long long) {axis}"
+        origin = self.origins.get(it)
+        # from the axis's origin, one value per thread (a strided loop leaves threads idle): the mapping
+        # is the same in every loop of the kernel, whatever its start and step
+        self.strides[it] = math.gcd(self.strides.get(it, 0), 1 if origin is not None else inc)
+        step = f"(long long) {axis}" if inc == 1 or origin is not None else f"{inc} * (long long) {axis}"
         opened = it in self._scopes[-1]
         if opened:  # a second mapped loop on the same axis in this C scope: give it its own block
             self.lines.append(f"{pad}{{")
@@ -291,15 +308,15 @@ class KernelPrinter:
             pad = "  " * depth
             self._scopes.append(set())
         self._scopes[-1].add(it)
-        origin = None if self.promoted else self.origins.get(it)  # (promoted buffers: barriers order the phases)
-        if origin is not None and _unwrap(origin) != _unwrap(init):
+        if origin is not None and (_unwrap(origin) != _unwrap(init) or inc != 1):
             # counted from the axis's origin (the launch extent's low end), not from this loop's start: a
             # start that moves with a loop around it inside the kernel (nussinov's k tiles), or differs
             # between two loop nests on the axis, would give one element to two threads with no barrier
             # between them; from the origin, each element has one thread in every loop of the kernel
             self.lines.append(f"{pad}const long long {it} = {_plus(origin, step)};  /* one element, one thread: from the axis's origin */")
-            stride = "" if inc == 1 else f" && ({it} - ({init})) % {inc} == 0"
-            self.lines.append(f"{pad}if ({it} >= {init}{stride} && ({cond})) {{")
+            start = "" if _unwrap(origin) == _unwrap(init) else f"{it} >= {as_operand(init)} && "
+            stride = "" if inc == 1 else f"({it} - {as_operand(init)}) % {inc} == 0 && "
+            self.lines.append(f"{pad}if ({start}{stride}({cond})) {{")
         else:
             self.lines.append(f"{pad}const long long {it} = {_plus(init, step)};")
             self.lines.append(f"{pad}if ({cond}) {{")
@@ -326,17 +343,30 @@ class KernelPrinter:
             elif a.array not in self.dialect.private:
                 self.arrays[a.array] = self.arrays.get(a.array, False) or k == stmt.target
         self.scalars.update(n.name for n in stmt.value.walk() if isinstance(n, ScalarArg))
-        unbound = [ax for it, ax in self.axes.items() if it not in bound]
+        unbound = [self._pinned(it, ax, call) for it, ax in self.axes.items() if it not in bound]
         if self._in_cyclic and self.cyclic not in bound:
             unbound.append("threadIdx.x")  # the shared loop was not printed (one iteration): thread 0 runs it
+            if self.grid_cyclic:
+                unbound.append("blockIdx.x")
         elif self.cyclic and not self._in_cyclic and stmt.write.array not in self.dialect.private:
             unbound.append("threadIdx.x")  # a per-row statement writing memory: thread 0 alone (cuda_rows.py)
         target = expr_to_text(call.write, self.dialect)
         text = f"{target} {stmt.op} {value_text(stmt.value, call, self.dialect)};  /* {stmt.name} */"
         if unbound:
-            guard = " && ".join(f"{ax} == 0" for ax in unbound)
+            guard = " && ".join(ax if " == " in ax else f"{ax} == 0" for ax in unbound)
             text = f"if ({guard}) {text}"
         self.lines.append(pad + text)
+
+    def _pinned(self, it: str, axis: str, call: StatementCall) -> str:
+        """The guard of a statement for a mapped member isl printed no loop for (its value is fixed by the
+        loops around): on a thread axis, the thread that value maps to, counted from the axis's origin as
+        the printed loops are, so that the thread matches the one the barrier placement assumed
+        (``schedule/movement/barriers.py``); on a block axis (or without the value), index 0."""
+        origin = self.origins.get(it)
+        value = (call.member_values or {}).get(it)
+        if not axis.startswith("threadIdx") or origin is None or value is None:
+            return axis
+        return f"(long long) {axis} == {as_operand(self._x(value))} - {as_operand(origin)}"
 
 
 # ----- the translation unit ---------------------------------------------------------------------------
@@ -354,9 +384,16 @@ def generate_cuda(sched: Schedule) -> Code:
     dialect = CudaDialect(program.arrays, private, {n: b.shape for n, b in buffers.items() if b.space == "shared"})
     if promotion is not None:  # the same tree plus copy and barrier statements (schedule/movement/promotion.py)
         tree = _atomic_mapped_bands(promotion.tree)
-    ast_root = build_ast(program, tree, _size_context(program, sched.params),
-                         statements=promotion.statements if promotion is not None else None)
     names = iterator_names(program, promotion.statements if promotion is not None else None)
+    try:
+        ast_root = build_ast(program, tree, _size_context(program, sched.params),
+                             statements=promotion.statements if promotion is not None else None,
+                             member_values=_thread_member_values(mapping, names))
+    except AstCoverageError as e:
+        if promotion is None:
+            raise
+        warn(f"{program.name}: CUDA without shared-memory and register promotion: {e}")
+        return generate_cuda(dataclasses.replace(sched, promotion=None))
     kernels_text: list[str] = []
     seen: dict[str, int] = {}
     order = {k.name: n for n, k in enumerate(sched.kernels)}
@@ -371,23 +408,28 @@ def generate_cuda(sched: Schedule) -> Code:
         axes: dict[str, str] = {}
         origins: dict[str, str] = {}
         ranges: dict[str, dict[str, tuple[str, str]]] = {}
+        shared_copies = any(b.kernel == kernel.name and b.space == "shared" for b in buffers.values())
         for mark_name, prefix in ((GRID_MARK, "blockIdx"), (BLOCK_MARK, "threadIdx")):
             if mark_name not in info:
                 continue
             band, n, host_depth = info[mark_name]
             depth = band.get_schedule_depth()
-            rng = mapped_ranges(band, n, host_depth, host_iters)
-            lows = mapped_lower_bounds(band, n, host_depth, host_iters, lambda e: _unwrap(expr_to_text(e, dialect)), dialect.min)
+            rng = mapped_ranges(band, n, host_depth, host_iters, names)
+            lows = mapped_lower_bounds(band, n, host_depth, host_iters, lambda e: _unwrap(expr_to_text(e, dialect)), dialect.min, names)
             ranges[prefix] = {}
             for k in range(n):
-                it = f"c{depth + k}"
+                it = names[depth + k]
                 axes[it] = f"{prefix}.{AXES[n - 1 - k]}"
                 ranges[prefix][it] = rng[k]
                 origins[it] = lows[k]
+                if shared_copies and prefix == "threadIdx":  # copy lanes count from 0: the axis starts there at the latest
+                    ranges[prefix][it] = (f"min({rng[k][0]}, 0)", rng[k][1])
+                    origins[it] = dialect.min([lows[k], "0"])
         printer = KernelPrinter(program, dialect, axes)
         printer.origins = origins
         if CYCLIC_MARK in info:
             printer.cyclic = names[info[CYCLIC_MARK][2]]
+            printer.grid_cyclic = GRID_MARK not in info and kernel.grid not in ((), (1,))
         printer.promoted = {n: b for n, b in buffers.items() if b.kernel == kernel.name}
         printer.barriers = promotion.barriers if promotion is not None else frozenset()
         printer.emit(mark.mark_get_node(), 1, frozenset())
@@ -400,6 +442,8 @@ def generate_cuda(sched: Schedule) -> Code:
             extents["threadIdx"] = tuple(f"max({e}, {b})" for e, b in zip(extents["threadIdx"], kernel.block))
         if CYCLIC_MARK in info and "threadIdx" not in extents:  # cooperative rows: kernel.block threads
             extents["threadIdx"] = tuple(str(b) for b in kernel.block)
+        if printer.grid_cyclic:  # a reduction's loop shared by kernel.grid blocks
+            extents["blockIdx"] = tuple(str(g) for g in kernel.grid)
         return Launch(fname, extents.get("blockIdx", ("1",)), extents.get("threadIdx", ("1",)), args)
 
     plan = host_plan_from_ast(ast_root, make_launch, program.arrays)
@@ -495,6 +539,25 @@ def _atomic_mapped_bands(tree: isl.Schedule) -> isl.Schedule:
         return node
 
     return tree.map_schedule_node_bottom_up(visit)
+
+
+def _thread_member_values(mapping: Mapping[str, Mapping[str, tuple[isl.ScheduleNode, int, int]]],
+                          names: Sequence[str]) -> dict[str, dict[str, isl.PwAff]]:
+    """For each statement under a ``"block"`` mark: the value of each thread-mapped member on its domain,
+    by loop iterator name (what :meth:`KernelPrinter._pinned` guards on where isl printed no loop)."""
+    out: dict[str, dict[str, isl.PwAff]] = {}
+    for info in mapping.values():
+        if BLOCK_MARK not in info:
+            continue
+        band, n, _ = info[BLOCK_MARK]
+        depth = band.get_schedule_depth()
+        partial = band.band_get_partial_schedule()
+        for k in range(n):
+            pieces = partial.get_union_pw_aff(k).get_pw_aff_list()
+            for j in range(pieces.n_pw_aff()):
+                pa = pieces.get_at(j)
+                out.setdefault(pa.get_domain_space().get_tuple_name(isl.dim_type.set), {})[names[depth + k]] = pa
+    return out
 
 
 def _mapping_info(tree: isl.Schedule) -> dict[str, dict[str, tuple[isl.ScheduleNode, int, int]]]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import islpy as isl
 
+from polyfuse.codegen.ast import as_operand
 from polyfuse.schedule.model import CYCLIC_MARK, SYNC_MARK
 
 BLOCK_REDUCE_PRELUDE = """
@@ -62,12 +63,15 @@ def print_cyclic_for(printer, node: isl.AstNode, it: str, init: str, cond: str, 
                      bound: frozenset[str]) -> None:
     """Print the AST ``for`` node of a ``cyclic`` loop (iterator ``it``) shared by the block's threads."""
     pad = "  " * depth
-    lane = "(long long) threadIdx.x"
+    if printer.grid_cyclic:  # every thread of the grid shares the loop (block_reductions.py)
+        lane, width = "((long long) blockIdx.x * blockDim.x + threadIdx.x)", "((long long) gridDim.x * blockDim.x)"
+    else:
+        lane, width = "(long long) threadIdx.x", "(long long) blockDim.x"
     if init != "0" and inc == 1:
-        lane = f"pf_floormod((long long) threadIdx.x - ({init}), (long long) blockDim.x)"
+        lane = f"pf_floormod({lane} - ({init}), {width})"
     start = lane if inc == 1 else f"{inc} * {lane}"
-    step = "(long long) blockDim.x" if inc == 1 else f"{inc} * (long long) blockDim.x"
-    printer.lines.append(f"{pad}for (long long {it} = {start if init == '0' else f'{init} + {start}'}; {cond}; {it} += {step}) {{")
+    step = width if inc == 1 else f"{inc} * {width}"
+    printer.lines.append(f"{pad}for (long long {it} = {start if init == '0' else f'{as_operand(init)} + {start}'}; {cond}; {it} += {step}) {{")
     printer._scoped(node.for_get_body(), depth + 1, bound | {it})
     printer.lines.append(f"{pad}}}")
 
@@ -81,15 +85,52 @@ def print_row_mark(printer, node: isl.AstNode, name: str, depth: int, bound: fro
         printer.lines.append(f"{pad}__syncthreads();  /* another thread of the row touched this data */")
         printer.emit(node.mark_get_node(), depth, bound)
     elif name == CYCLIC_MARK:
-        printer.lines.append(f"{pad}/* cyclic: the block's threads share the row loop {printer.cyclic} */")
+        who = "every thread of the grid shares the loop" if printer.grid_cyclic else "the block's threads share the row loop"
+        printer.lines.append(f"{pad}/* cyclic: {who} {printer.cyclic} */")
         printer._in_cyclic = True
         printer.emit(node.mark_get_node(), depth, bound)
         printer._in_cyclic = False
     else:
         reductions = node.mark_get_id().user
+        if any(r.element is not None for r in reductions):
+            print_element_reduction(printer, node, reductions, depth, bound)
+            return
         for r in reductions:
-            ident = IDENTITY[r.op] if r.op in ("sum", "prod") else IDENTITY[r.op][r.dtype.name[0]]
-            printer.lines.append(f"{pad}if (threadIdx.x != 0) {r.array} = {ident};  /* {r.statement}: one partial {r.op} per thread */")
+            printer.lines.append(f"{pad}if (threadIdx.x != 0) {r.array} = {_identity(r)};  /* {r.statement}: one partial {r.op} per thread */")
         printer.emit(node.mark_get_node(), depth, bound)
         for r in reductions:
             printer.lines.append(f"{pad}{r.array} = pf_block_{r.op}_{r.dtype.name}({r.array});  /* {r.statement}: combine the row */")
+
+
+def _identity(r) -> str:
+    return IDENTITY[r.op] if r.op in ("sum", "prod") else IDENTITY[r.op][r.dtype.name[0]]
+
+
+def print_element_reduction(printer, node: isl.AstNode, reductions, depth: int, bound: frozenset[str]) -> None:
+    """A reduction into one element of a global array (``block_reductions.py``): a register per thread
+    from the identity, the shared loop with the element's accesses printed as that register, a block
+    reduction, then thread 0 of each block adds the block's value with ``atomicAdd`` or combines it with
+    the element's incoming value."""
+    pad = "  " * depth
+    (r,) = reductions
+    acc = f"{r.array}_acc"
+    element = printer.dialect.access(r.array, [str(i) for i in r.element])
+    address = element.replace("[", " + ", 1)[:-1] if "[" in element else element
+    printer.lines.append(f"{pad}{r.dtype.c_name} {acc} = {_identity(r)};  /* {r.statement}: one partial {r.op} per thread */")
+    printer.dialect.renamed[r.array] = acc
+    printer.emit(node.mark_get_node(), depth, bound)
+    del printer.dialect.renamed[r.array]
+    printer.lines.append(f"{pad}{acc} = pf_block_{r.op}_{r.dtype.name}({acc});  /* {r.statement}: combine the block */")
+    if r.across_blocks:
+        printer.lines.append(f"{pad}if (threadIdx.x == 0) atomicAdd({address}, {acc});  /* {r.statement}: add the block's {r.op} */")
+    else:
+        combine = {"sum": f"{element} + {acc}", "max": f"{_max(r)}({element}, {acc})", "min": f"{_min(r)}({element}, {acc})"}[r.op]
+        printer.lines.append(f"{pad}if (threadIdx.x == 0) {element} = {combine};  /* {r.statement}: the element's {r.op} */")
+
+
+def _max(r) -> str:
+    return {"f32": "fmaxf", "f64": "fmax"}.get(r.dtype.name, "max")
+
+
+def _min(r) -> str:
+    return {"f32": "fminf", "f64": "fmin"}.get(r.dtype.name, "min")

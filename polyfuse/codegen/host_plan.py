@@ -227,34 +227,37 @@ def _py(expr: isl.AstExpr) -> str:
     return expr_to_text(expr, PYTHON)
 
 
-def mapped_ranges(band: isl.ScheduleNode, members: int, host_depth: int, host_iterators: Sequence[str]) -> list[tuple[str, str]]:
+def mapped_ranges(band: isl.ScheduleNode, members: int, host_depth: int, host_iterators: Sequence[str],
+                  names: Sequence[str] | None = None) -> list[tuple[str, str]]:
     """``(lo, hi)`` Python expressions bounding each of the first ``members`` members of ``band``.
 
     The bounds range over every instance reaching ``band`` (all blocks, all enclosing kernel loops) for fixed
     values of the size params and of the host loop iterators ``host_iterators`` (isl's ``c<depth>`` names
     of the loops enclosing the kernel); host dimensions that are not loops (isl substituted a single value)
-    are projected out, which is exact.
+    are projected out, which is exact. ``names[d]`` is the AST's name of the loop of schedule dimension
+    ``d`` (default ``c<d>``; :func:`polyfuse.codegen.ast.iterator_names` skips names the program uses).
     """
     out = []
-    for lows, hi in _mapped_bounds(band, members, host_depth, host_iterators):
+    for lows, hi in _mapped_bounds(band, members, host_depth, host_iterators, names):
         texts = [_py(e) for e in lows]
         out.append((texts[0] if len(texts) == 1 else f"min({texts[0]}, {texts[1]})", _py(hi)))
     return out
 
 
 def mapped_lower_bounds(band: isl.ScheduleNode, members: int, host_depth: int, host_iterators: Sequence[str],
-                        render: Callable[[isl.AstExpr], str], minimum: Callable[[Sequence[str]], str]) -> list[str]:
+                        render: Callable[[isl.AstExpr], str], minimum: Callable[[Sequence[str]], str],
+                        names: Sequence[str] | None = None) -> list[str]:
     """The lower bounds of :func:`mapped_ranges` as kernel code (``render`` prints an isl expression,
     ``minimum`` the least of several): the origin of a mapped axis, the value its index 0 stands for."""
     out = []
-    for lows, _ in _mapped_bounds(band, members, host_depth, host_iterators):
+    for lows, _ in _mapped_bounds(band, members, host_depth, host_iterators, names):
         texts = [render(e) for e in lows]
         out.append(texts[0] if len(texts) == 1 else minimum(texts))
     return out
 
 
-def _mapped_bounds(band: isl.ScheduleNode, members: int, host_depth: int,
-                   host_iterators: Sequence[str]) -> list[tuple[list[isl.AstExpr], isl.AstExpr]]:
+def _mapped_bounds(band: isl.ScheduleNode, members: int, host_depth: int, host_iterators: Sequence[str],
+                   names: Sequence[str] | None = None) -> list[tuple[list[isl.AstExpr], isl.AstExpr]]:
     """``([lo, lo_anywhere?], hi)`` isl expressions for :func:`mapped_ranges`."""
     prefix = band.get_prefix_schedule_union_map()
     full = prefix.flat_range_product(band.band_get_partial_schedule_union_map())
@@ -262,13 +265,14 @@ def _mapped_bounds(band: isl.ScheduleNode, members: int, host_depth: int,
     depth = band.get_schedule_depth()
     # Host dims bound by loops become params named like the AST iterators; the rest are projected out.
     nparam = values.dim(isl.dim_type.param)
-    keep = [k for k in range(host_depth) if f"c{k}" in host_iterators]
+    name = (lambda k: names[k]) if names is not None else (lambda k: f"c{k}")
+    keep = [k for k in range(host_depth) if name(k) in host_iterators]
     for k in reversed(range(depth)):
         if k not in keep:
             values = values.project_out(isl.dim_type.set, k, 1)
     values = values.move_dims(isl.dim_type.param, nparam, isl.dim_type.set, 0, len(keep))
     for j, k in enumerate(keep):
-        values = values.set_dim_name(isl.dim_type.param, nparam + j, f"c{k}")
+        values = values.set_dim_name(isl.dim_type.param, nparam + j, name(k))
     if any(b.dim(isl.dim_type.div) for b in values.get_basic_sets()):
         # Existentials (e.g. a wavefront's eliminated iterator) make exact parametric min/max very slow;
         # dropping them over-approximates the range, which only adds blocks the kernel's guards skip.

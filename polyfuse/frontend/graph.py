@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from polyfuse.analysis.checks import check_program
 from polyfuse.errors import PolyfuseError, ShapeError, api_boundary
 from polyfuse.frontend.formula import Val, binary, cast, const
@@ -245,6 +247,15 @@ def elementwise(op: str, fn: Callable[..., Val], *operands: Any, float_result: b
 REDUCE_INIT = {"sum": 0.0, "max": -math.inf, "min": math.inf}
 
 
+def reduce_init(kind: str, dtype: DType) -> float | int:
+    """The identity a ``kind`` reduction of ``dtype`` starts from: the float infinities, or an integer
+    type's own extremes (``pf.ops.max`` of an i32 tensor starts from -2**31)."""
+    if dtype.is_float or kind == "sum":
+        return REDUCE_INIT[kind]
+    info = np.iinfo(np.dtype(dtype.numpy))
+    return int(info.min) if kind == "max" else int(info.max)
+
+
 def reduction(op: str, kind: str, fn: Callable[..., Val], operands: Sequence[Tensor], axis: Any, keepdims: bool,
               dtype: DType | None = None, finish: Callable[[Val, Val], Val] | None = None) -> Tensor:
     """``kind``-reduce (``"sum"``, ``"max"``, ``"min"``) of ``fn(*operands)`` (broadcast) over ``axis``.
@@ -265,7 +276,7 @@ def reduction(op: str, kind: str, fn: Callable[..., Val], operands: Sequence[Ten
 
     def lower(lw: Lowering, out: Tensor, array: str) -> None:
         with lw.nest(out.shape) as its:
-            lw.assign(array, its, "=", lambda ld: const(REDUCE_INIT[kind], dtype), f"{array} = {REDUCE_INIT[kind]} ({op} init)")
+            lw.assign(array, its, "=", lambda ld: const(reduce_init(kind, dtype), dtype), f"{array} = {reduce_init(kind, dtype)} ({op} init)")
         with lw.nest(shape) as its:
             target = kept(its)
 

@@ -55,6 +55,7 @@ from polyfuse.schedule.fusion.scheduler import (
     user_tree,
 )
 from polyfuse.schedule.fusion.smart import Variant, apart_of, counted_microtiles, smart_by_traffic, unrated
+from polyfuse.schedule.mapping.block_reductions import block_reductions
 from polyfuse.schedule.mapping.choices import parallel_choices
 from polyfuse.schedule.mapping.kernels import Mapper, split
 from polyfuse.schedule.mapping.row_staging import stage_rows
@@ -175,6 +176,7 @@ def schedule(
                          "so the reordering that exposed that parallelism (e.g. a wavefront) would only cost locality: "
                          "the program runs in its source order")
     decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best)) if view is not None else None  # on first explain()
+    best = block_reductions(best, bool(reassociate))  # CUDA: reductions into one element shared by the threads
     return _keep_base(best, decide=decide, notes=tuple(notes), reassociate=bool(reassociate))
 
 

@@ -77,11 +77,12 @@ class Kernel:
     parallel_depth: int = 0
     tile_sizes: tuple[int, ...] = ()  # sizes of the kernel's tile loops (outermost first); () = untiled
     serial: str = ""  # why a kernel with a parallel loop runs on one thread anyway ("" when it does not)
+    reduction: str = ""  # CUDA: how the threads share a reduction into one element (block_reductions.py)
 
     @property
     def without_parallel_loop(self) -> bool:
         """Whether the kernel has no parallel loop at all (one left serial for its tiny work has one)."""
-        return self.parallel_depth == 0 and not self.serial
+        return self.parallel_depth == 0 and not self.serial and not self.reduction
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,9 @@ class Schedule:
         for k in self.kernels:
             launch = f"grid={k.grid} block={k.block}" if any(k.grid) else f"grid=(symbolic: sizes not given) block={k.block}"
             lines.append(f"  {k.name}: {', '.join(k.statements)}" + (f"  {launch}" if k.grid else ""))
-            if k.parallel_depth == 0:
+            if k.reduction:
+                lines.append(f"  {k.name}: parallel reduction: {k.reduction}")
+            elif k.parallel_depth == 0:
                 lines.append(f"  {k.name}: sequential: {self._sequential_reason(k)}")
         for d in self.decisions:
             verdict = "fused" if d.fused else "not fused"

@@ -65,12 +65,19 @@ _FORMS = {"max": "max", "min": "min", "+": "sum", "*": "prod"}
 @dataclass(frozen=True)
 class RowReduction:
     """A per-row reduction combined across the block after its phase: ``array`` (a register) by ``op``
-    (``sum``, ``prod``, ``max`` or ``min``), of ``dtype`` (the array's)."""
+    (``sum``, ``prod``, ``max`` or ``min``), of ``dtype`` (the array's).
+
+    ``element`` is set for a reduction into one element of a global array (``block_reductions.py``): the
+    threads accumulate in a register, which thread 0 loads from and stores to that element, or, with
+    ``across_blocks``, which thread 0 of every block adds to it with ``atomicAdd`` (the blocks of the
+    launch share the loop)."""
 
     statement: str
     array: str
     op: str
     dtype: object
+    element: tuple[int, ...] | None = None
+    across_blocks: bool = False
 
 
 @dataclass
@@ -343,7 +350,7 @@ def _var(stmt: Statement, d: int) -> isl.UnionPwAff:
     return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, d)).intersect_domain(stmt.domain).to_union_pw_aff()
 
 
-def _band(stmts: Sequence[Statement], lo: int, hi: int) -> isl.MultiUnionPwAff:
+def loop_band(stmts: Sequence[Statement], lo: int, hi: int) -> isl.MultiUnionPwAff:
     """``S[i] -> [i_lo, ..., i_{hi-1}]`` for every statement of ``stmts``."""
     out = None
     for d in range(lo, hi):
@@ -361,7 +368,7 @@ def _build(prog: Program, tree, n, info: KernelInfo, phases: list[_Phase], param
     rows = kernel.parallel_depth
     stmts = [s for s in prog.statements if s.name in kernel.statements]
     node = kernel_mark(tree, n).child(0).cut()
-    node = node.insert_partial_schedule(_band(stmts, 0, rows)).band_set_permutable(1)
+    node = node.insert_partial_schedule(loop_band(stmts, 0, rows)).band_set_permutable(1)
     for k in range(rows):
         node = node.band_member_set_coincident(k, 1)
     row_depth = node.get_tree_depth()
@@ -395,15 +402,15 @@ def _phase_tree(prog: Program, node: isl.ScheduleNode, ph: _Phase, rows: int) ->
     stmts = [prog.statement(s) for s in ph.statements]
     top = node.get_tree_depth()
     if ph.loop:
-        node = node.insert_partial_schedule(_band(stmts, rows, rows + 1))
+        node = node.insert_partial_schedule(loop_band(stmts, rows, rows + 1))
         node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.atomic).child(0)
     if len(stmts) > 1:
         node = node.insert_sequence(statement_filters(prog, [[s.name] for s in stmts]))
         for k, s in enumerate(stmts):
             if ph.loop and s.depth > rows + 1:
-                node = node.child(k).child(0).insert_partial_schedule(_band([s], rows + 1, s.depth)).parent().parent()
+                node = node.child(k).child(0).insert_partial_schedule(loop_band([s], rows + 1, s.depth)).parent().parent()
     elif ph.loop and stmts[0].depth > rows + 1:
-        node = node.insert_partial_schedule(_band(stmts, rows + 1, stmts[0].depth))
+        node = node.insert_partial_schedule(loop_band(stmts, rows + 1, stmts[0].depth))
     node = node.ancestor(node.get_tree_depth() - top)
     if ph.loop:
         node = node.insert_mark(isl.Id(CYCLIC_MARK))

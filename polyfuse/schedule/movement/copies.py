@@ -105,14 +105,28 @@ def _product(parts: Sequence[isl.MultiUnionPwAff]) -> isl.MultiUnionPwAff:
 
 
 def _thread_members(parts: Sequence[isl.PwAff], n: int, sizes: Sequence[int]) -> list[isl.PwAff]:
-    """``(l_d) mod B_m`` on the last ``n`` box dims (padded with 0 in front)."""
+    """``(l_d) mod B_m`` on the last ``n`` box dims (padded with 0 in front), or ``l_d`` itself where it
+    always lies in ``[0, B_m)``."""
     r = len(parts)
     zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(parts[0].get_domain_space())).intersect_domain(parts[0].domain())
     out = []
     for m in range(n):
         d = r - n + m
-        out.append(zero if d < 0 else parts[d].mod_val(isl.Val.int_from_si(parts[0].get_ctx(), sizes[m])))
+        if d < 0:
+            out.append(zero)
+        elif _within(parts[d], sizes[m]):
+            out.append(parts[d])
+        else:
+            out.append(parts[d].mod_val(isl.Val.int_from_si(parts[0].get_ctx(), sizes[m])))
     return out
+
+
+def _within(pa: isl.PwAff, size: int) -> bool:
+    """Whether ``0 <= pa < size`` on all of its domain: then ``pa mod size`` is ``pa`` and ``floor(pa /
+    size)`` is 0, and the copy bands say so without the modulo (isl 0.2x's AST generation derived a wrong
+    fixed value from a folded ``(-127 o0) mod 256`` lane: a fuzzer case whose copy-out never ran)."""
+    top = isl.PwAff.val_on_domain(pa.domain(), isl.Val.int_from_si(pa.get_ctx(), size - 1))
+    return pa.domain().is_subset(pa.nonneg_set().intersect(top.sub(pa).nonneg_set()))
 
 
 def _thread_band(parts: Sequence[isl.PwAff], n: int, sizes: Sequence[int]) -> isl.MultiUnionPwAff:
@@ -127,6 +141,9 @@ def _seq_band(parts: Sequence[isl.PwAff], n: int, sizes: Sequence[int]) -> isl.M
         pa = parts[d]
         m = d - (r - n)
         if m >= 0:
-            pa = pa.scale_down_val(isl.Val.int_from_si(pa.get_ctx(), sizes[m])).floor()
+            if _within(pa, sizes[m]):
+                pa = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(pa.get_domain_space())).intersect_domain(pa.domain())
+            else:
+                pa = pa.scale_down_val(isl.Val.int_from_si(pa.get_ctx(), sizes[m])).floor()
         out.append(_member(pa))
     return _product(out)
