@@ -1,0 +1,105 @@
+"""A survey of the CUDA that the 30 PolyBench-style kernels get (at 200 per size, 3 time steps): every
+kernel launched on one thread is justified, and the kernels that still keep an accumulator in global
+memory are listed, so that a change adding one fails here and one removing one updates the list.
+
+A one-thread kernel is justified when it runs one statement instance per launch (no loop inside the
+kernel: a scalar statement, or one instance per iteration of the host loops around it) or when
+``explain()`` names the dependence its loop carries. Reductions into one element outside host loops
+no longer run on one thread (``block_reductions.py``); those inside host loops (durbin's and
+gramschmidt's inner products) do, and ``explain()`` names their dependence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+
+import pytest
+
+import polyfuse as pf
+from benchmarks.polybench import SIZES as PB_SIZES
+from polyfuse.schedule.movement.kernel_tree import kernel_marks
+from tests.kernels import BY_NAME
+
+GLOBAL_ACCUMULATORS = {
+    ("correlation", "kernel_correlation_k3", "S13", "corr"),  # S14 writes corr[j][i] in the kernel: no register
+    ("doitgen", "kernel_doitgen_k0", "S1", "sum"),
+    ("durbin", "kernel_durbin_k4", "S5", "sum"),  # an inner product inside the host loop k: one thread
+    ("gramschmidt", "kernel_gramschmidt_k2", "S1", "nrm"),  # likewise
+    ("nussinov", "kernel_nussinov_k0", "S0", "table"),  # max updates of table[i][j] over k, tiled
+    ("nussinov", "kernel_nussinov_k0", "S1", "table"),
+    ("nussinov", "kernel_nussinov_k0", "S2", "table"),
+    ("nussinov", "kernel_nussinov_k0", "S3", "table"),
+    ("nussinov", "kernel_nussinov_k0", "S4", "table"),
+    ("trmm", "kernel_trmm_k0", "S0", "B"),
+    ("trmm", "kernel_trmm_k0", "S1", "B"),
+}
+"""(kernel, CUDA function, statement, array) updating one global element across a sequential loop."""
+
+
+@pytest.fixture(scope="module")
+def surveyed() -> dict[str, tuple[pf.Program, object, pf.Code]]:
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pf.PolyfuseWarning)
+        for name in PB_SIZES:
+            k = BY_NAME[name]
+            prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
+            sizes = {p: 3 if p.upper() in ("TSTEPS", "TMAX") else 200 for p in prog.params}
+            sched = pf.schedule(prog, target="cuda", params=sizes)
+            out[name] = (prog, sched, pf.codegen(sched))
+    return out
+
+
+def test_every_one_thread_kernel_is_justified(surveyed) -> None:
+    unjustified = []
+    for name, (prog, sched, _) in surveyed.items():
+        host = {m.mark_get_id().user.name: m.get_schedule_depth() for m in kernel_marks(sched.tree)}
+        explained = sched.explain()
+        for k in sched.kernels:
+            if math.prod(k.grid) * math.prod(k.block) != 1:
+                continue
+            loop_free = all(prog.statement(s).depth <= host[k.name] for s in k.statements)
+            named = re.search(rf"{k.name}: sequential: the (flow|anti|output) dependence on '\w+' from S\d+ to S\d+ is carried", explained)
+            if not (loop_free or named):
+                unjustified.append(f"{name} {k.name} {k.statements}")
+    assert not unjustified, unjustified
+
+
+def _global_accumulators(text: str) -> set[tuple[str, str, str]]:
+    """(function, statement, array) of updates ``X[idx] op= ...`` (or ``X[idx] = f(X[idx], ...)``) of a
+    global array inside a ``for`` loop whose iterator ``idx`` does not use: the element is re-read and
+    re-written in global memory every iteration."""
+    out, loops, function = set(), [], ""
+    for line in text.splitlines():
+        m = re.match(r'extern "C" __global__ void (\w+)\(', line)
+        if m:
+            function, loops = m.group(1), []
+            continue
+        indent = len(line) - len(line.lstrip())
+        while loops and loops[-1][0] >= indent:
+            loops.pop()
+        loop = re.match(r"\s*for \(long long (\w+) = ", line)
+        if loop:
+            loops.append((indent, loop.group(1)))
+            continue
+        st = re.match(r"\s*(?:if \(.*?\) )?(\w+)\[([^=]*?)\] (\+=|-=|\*=|=) (.*);  /\* (S\d+) \*/", line)
+        if st and not re.search(r"_(reg|acc|shared)", st.group(1)):
+            array, index, op, value, stmt = st.groups()
+            if op == "=" and f"{array}[{index}]" not in value:
+                continue
+            if any(not re.search(rf"\b{it}\b", index) for _, it in loops):
+                out.add((function, stmt, array))
+    return out
+
+
+def test_the_global_accumulators_left_are_the_known_ones(surveyed) -> None:
+    found = {(name, *acc) for name, (_, _, code) in surveyed.items() for acc in _global_accumulators(code.text)}
+    assert found == GLOBAL_ACCUMULATORS, (sorted(found - GLOBAL_ACCUMULATORS), sorted(GLOBAL_ACCUMULATORS - found))
+
+
+def test_the_detector_sees_an_accumulator_in_global_memory() -> None:
+    text = ('extern "C" __global__ void k(float* y)\n{\n  for (long long c0 = 0; c0 <= 9; c0 += 1) {\n'
+            "    y[c1] += x[c0];  /* S1 */\n  }\n  y_acc += x[c1];  /* S2 */\n}\n")
+    assert _global_accumulators(text) == {("k", "S1", "y")}
