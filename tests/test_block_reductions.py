@@ -92,6 +92,22 @@ def test_without_reassociation_a_float_sum_keeps_its_order_bit_for_bit() -> None
     assert pf.schedule(_reduction("max", pf.f32, (N,)), target="cuda", reassociate=False).kernels[-1].reduction  # exact
 
 
+@pf.program(assume="M >= 4")
+def into_element(A: pf.f64[N], y: pf.f64[4, M]):
+    for i in range(N):
+        y[2, 3] += A[i]
+
+
+def test_a_sum_into_an_element_of_a_matrix_adds_at_that_element() -> None:
+    """(The element's address is ``y + ((2) * M + 3)``: a fuzzed program found it printed unparenthesised.)"""
+    code = pf.codegen(pf.schedule(into_element, target="cuda"))
+    assert "atomicAdd(y + ((2) * M + 3), y_acc)" in code.text
+    a = np.arange(1000.0)
+    y = np.ones((4, 7))
+    cuda_sim.load(code)(1000, 7, a, y)
+    assert y[2, 3] == 1 + a.sum() and (y.sum() - y[2, 3]) == 27
+
+
 def test_a_reduction_that_reads_its_own_array_elsewhere_stays_sequential() -> None:
     @pf.program
     def prefix(A: pf.f32[N]):

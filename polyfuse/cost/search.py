@@ -332,6 +332,12 @@ class TileSearch:
 
     # -- the two searches -----------------------------------------------------------------------------
 
+    def cuda_key(self, node: isl.ScheduleNode, c: Candidate) -> tuple:
+        """The order :meth:`_rank` sorts a CUDA band's candidates by, usable across two layouts of one band
+        (the same work: the same blocks needed); smaller is better."""
+        need = min(self.limits.sms, -(-count_set(self._one_launch(node)) // self.limits.block_work))
+        return (max(0, need - c.blocks), c.cost, c.traffic_bytes, -min(c.blocks, self.limits.sms), -c.row_bytes, -_prod(c.sizes))
+
     def _pick(self, cands: list[Candidate], default: tuple[int, ...], need_blocks: int) -> Candidate | None:
         ranked = self._rank(cands, default, need_blocks)
         return ranked[0] if ranked else None

@@ -35,7 +35,7 @@ from polyfuse.schedule.mapping.choices import Choices, chosen_in, lead_with
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
 from polyfuse.schedule.tiling.interchange import stride_one_innermost
 from polyfuse.schedule.tiling.jam import mark_jam
-from polyfuse.schedule.tiling.microtile import find_contraction, lane_tile, micro_tile
+from polyfuse.schedule.tiling.microtile import find_contraction, lane_tile, micro_tile, reorder
 from polyfuse.schedule.tiling.rowwise import row_members, rows_first
 from polyfuse.schedule.tiling.sizes import sizes_for, tile_band
 from polyfuse.schedule.tiling.streaming import streams
@@ -127,7 +127,9 @@ class Mapper:
                 sizes = ()  # untiled: each thread walks one contiguous block of rows (``streaming.py``)
             else:
                 sizes = sizes_for(self.tile, self.target, stmts, node.band_n_member(), n_par)
-                if self.choose is not None and _auto(self.tile, stmts):
+                if self.target == "cuda" and chosen is None and _auto(self.tile, stmts):
+                    node, sizes = self._cuda_layout(node, stmts, n_par, sizes)
+                elif self.choose is not None and _auto(self.tile, stmts):
                     sizes = self.choose(node, n_par, sizes)  # (the search itself asks for parallel tiles, but
                 if self.target == "c" and _auto(self.tile, stmts):  # its smallest tile is 8: short extents)
                     sizes = self._enough_parallel_tiles(node, sizes, n_par)
@@ -250,6 +252,64 @@ class Mapper:
         rows = None if outer >= enough or lanes >= enough else (self._extent(node, found.rows) or None)
         row_tiles = -(-enough // lanes) if lane_extent else 8
         return micro_tile(self.prog, node, found, self.cache_bytes, rows, self._extent, row_tiles)
+
+    def _cuda_layout(self, node: isl.ScheduleNode, stmts: tuple[str, ...], n_par: int,
+                     sizes: tuple[int, ...]) -> tuple[isl.ScheduleNode, tuple[int, ...]]:
+        """CUDA: the band with its mapped members first (:meth:`_thread_members_first`) and their tile
+        sizes. Two members are mapped by default; where three parallel members have more than one
+        iteration and the tile search runs (every size known), it also tries mapping three (a
+        convolution's filters too, with the rows and columns) and keeps the layout its ranking prefers:
+        more blocks where the GPU would be short of them, then fewer sector bytes (a 3-D stencil keeps
+        its planes in a thread, with the register window along them)."""
+        two = self._thread_members_first(node, n_par, len(sizes))
+        if self.choose is None:
+            return two, sizes
+        useful = [k for k in range(n_par) if self._span(node, k) != 1]
+        key = getattr(self.choose, "cuda_key", None)
+        if len(sizes) != 2 or len(useful) < 3 or key is None:
+            return two, self.choose(two, n_par, sizes)
+        log = self.choose.log
+        sizes_two = self.choose(two, n_par, sizes)
+        best_two = self.choose.ranked.get(frozenset(stmts), (None,))[0]
+        three = self._thread_members_first(node, n_par, 3)
+        sizes_three = self.choose(three, n_par, (1,) + tuple(sizes))
+        best_three = self.choose.ranked.get(frozenset(stmts), (None,))[0]
+        if best_two is None or best_three is None or key(two, best_two) <= key(three, best_three):
+            if best_three is not None and len(log) >= 1:
+                log.pop()  # (the three-member layout's line)
+            return two, sizes_two
+        if len(log) >= 2:
+            del log[-2]  # (the two-member layout's line)
+        return three, sizes_three
+
+    def _thread_members_first(self, node: isl.ScheduleNode, n_par: int, n_map: int) -> isl.ScheduleNode:
+        """CUDA: the band reordered so that the ``n_map`` members mapped to blocks and threads (the band's
+        first) are the innermost ``n_map`` of its leading parallel members that have more than one
+        iteration at the given sizes: a convolution's rows and columns rather than its batch of one and its
+        filters, a batched matmul's rows and columns rather than its batch, a 3-D stencil's two inner
+        dimensions. ``threadIdx.x`` then runs along the innermost (contiguous) dimension, two output
+        dimensions reach the threads, and the outer parallel members run inside each thread (a 3-D
+        stencil's planes one after another, with a register window along them). Unchanged when that is
+        already the order or the band cannot be reordered."""
+        if not node.band_get_permutable() or n_map < 1:
+            return node
+        useful = [k for k in range(n_par) if self._span(node, k) != 1]
+        mapped = useful[-n_map:]
+        if not mapped or mapped == list(range(len(mapped))):
+            return node
+        return reorder(node, mapped + [k for k in range(node.band_n_member()) if k not in mapped])
+
+    def _span(self, node: isl.ScheduleNode, k: int) -> int:
+        """How many values band member ``k`` takes over the node's instances at the given sizes (``max -
+        min + 1``); 0 when unknown."""
+        if self.params is None:
+            return 0
+        rng = member_map(node, k).intersect_params(self._param_values()).range()
+        if rng.is_empty():
+            return 0
+        s = isl.Set.from_union_set(rng)
+        lo, hi = s.dim_min_val(0), s.dim_max_val(0)
+        return int(hi.to_python()) - int(lo.to_python()) + 1 if lo.is_int() and hi.is_int() else 0
 
     def _cuda(self, node, name, stmts, domain, flat, sizes) -> isl.ScheduleNode:
         n = len(sizes)
