@@ -116,7 +116,7 @@ def print_element_reduction(printer, node: isl.AstNode, reductions, depth: int, 
     acc = f"{r.array}_acc"
     element = printer.dialect.access(r.array, [str(i) for i in r.element])
     name, _, index = element.partition("[")
-    address = f"{name} + ({index[:-1]})" if index else element
+    address = f"{name} + {as_operand(index[:-1])}" if index else element
     printer.lines.append(f"{pad}{r.dtype.c_name} {acc} = {_identity(r)};  /* {r.statement}: one partial {r.op} per thread */")
     printer.dialect.renamed[r.array] = acc
     printer.emit(node.mark_get_node(), depth, bound)
