@@ -7,6 +7,7 @@ import examples.kernels as K
 import polyfuse as pf
 from polyfuse.analysis.legality import check_schedule
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
+from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
 
 N = K.N
 
@@ -61,7 +62,7 @@ def test_every_program_every_policy(prog, target, fusion):
     sched = pf.schedule(prog, target=target, fusion=fusion, params={p: 64 for p in prog.params})
     _check_marks(sched)
     if not sched.contracted:
-        check_schedule(prog, sched.tree)
+        check_schedule(sched.program, sched.tree)  # (the program scheduled: gemm_acc's accumulator is forwarded)
     assert sched.explain().startswith(f"schedule of {prog.name}")
     for k in sched.kernels:
         if target == "cuda":
@@ -101,7 +102,7 @@ def test_gemm_acc_cuda_2d_grid():
     assert len(k.grid) == 2 and len(k.block) == 2
     # The grid covers the (i, j) space with the chosen blocks: x runs over M = 500, y over N = 1000.
     assert k.grid == (-(-500 // k.block[0]), -(-1000 // k.block[1]))
-    assert sched.contracted == {"acc"}
+    assert not sched.contracted and "the accumulator 'acc' is updated in C[i, j] directly" in sched.explain()
     fixed = pf.schedule(K.gemm_acc, target="cuda", tile=(16, 32), params={"N": 1000, "M": 500, "K": 64})
     assert fixed.kernels[0].block == (32, 16) and fixed.kernels[0].grid == (16, 63)
     names = [n for n, _ in _marks(sched.tree)]
@@ -109,12 +110,16 @@ def test_gemm_acc_cuda_2d_grid():
 
 
 def test_gemm_acc_c_parallel_mark():
+    """The accumulator is forwarded into C (``schedule/accumulators.py``): the contraction is micro-tiled
+    like gemm's ``C[i, j] +=`` form, after a parallel kernel initialising C."""
     sched = pf.schedule(K.gemm_acc, target="c")
     marks = _marks(sched.tree)
-    assert [n for n, _ in marks] == [KERNEL_MARK, PARALLEL_MARK]
+    assert [n for n, _ in marks] == [KERNEL_MARK, PARALLEL_MARK, KERNEL_MARK, PARALLEL_MARK, MICROTILE_MARK]
     band = marks[1][1].child(0)
     assert band.get_type() == isl.schedule_node_type.band and band.band_member_get_coincident(0)
-    assert sched.contracted == {"acc"}
+    assert not sched.contracted
+    row = pf.schedule(K.row_sum, target="c")  # a row reduction keeps its accumulator in a register
+    assert [n for n, _ in _marks(row.tree)] == [KERNEL_MARK, PARALLEL_MARK] and row.contracted == {"acc"}
 
 
 def test_jacobi_2d_cuda_host_time_loop():

@@ -43,6 +43,7 @@ from polyfuse.cost.search import Limits, TileSearch  # noqa: E402 (cost/ builds 
 from polyfuse.errors import IllegalTransformError, PolyfuseError, api_boundary, warn
 from polyfuse.ir.program import Program
 from polyfuse.runtime.args import check_params
+from polyfuse.schedule.accumulators import forward_accumulators
 from polyfuse.schedule.bands import DepView
 from polyfuse.schedule.deps import dependences_of
 from polyfuse.schedule.fusion.explain import decisions
@@ -128,6 +129,9 @@ def schedule(
     validate_tile(tile, [s.name for s in prog.statements])
     parallel = parallel_choices(prog, parallel)
     _check_tile_depth(prog, tile)
+    forwarded: tuple[str, ...] = ()
+    if schedule is None and not parallel:  # (both name the user's statements and loops)
+        prog, forwarded = forward_accumulators(prog)  # acc = 0; acc += ...; C = acc  ->  C = 0; C += ...
     label = "explicit" if schedule is not None else fusion
     limits = Limits(shared_memory=shared_memory, cache_bytes=cache_bytes)
     search = None
@@ -163,7 +167,7 @@ def schedule(
             if schedule is not None:
                 raise _explicit_over_budget(e) from None
             policy = budget.fall_back(policy, e, stage=True)
-    notes = budget.notes + notes
+    notes = list(forwarded) + budget.notes + notes
     if policy != "sequential" and label != "none" and _only_fine_grained(best, schedule):
         try:
             with budget.stage("the source order"):

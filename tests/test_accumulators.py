@@ -1,0 +1,114 @@
+"""A scalar accumulator stored into an array element (``acc = 0; acc += ...; C[i, j] = acc``) is scheduled
+exactly like the same reduction written into the element (``schedule/accumulators.py``): the same kernels,
+tiles and micro-tiles on C and CUDA, results equal to the reference at odd sizes, and no rewrite where
+it would change what the program computes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyfuse as pf
+from polyfuse.runtime import cuda_sim
+from polyfuse.schedule.accumulators import forward_accumulators
+
+N, M, K = pf.params("N M K")
+
+
+@pf.program
+def mm_acc(A: pf.f32[N, K], B: pf.f32[K, M], C: pf.f32[N, M]):
+    for i in range(N):
+        for j in range(M):
+            acc = 0.0
+            for k in range(K):
+                acc += A[i, k] * B[k, j]
+            C[i, j] = acc
+
+
+@pf.program
+def mm_update(A: pf.f32[N, K], B: pf.f32[K, M], C: pf.f32[N, M]):
+    for i in range(N):
+        for j in range(M):
+            C[i, j] = 0.0
+            for k in range(K):
+                C[i, j] += A[i, k] * B[k, j]
+
+
+@pf.program
+def row_max(A: pf.f32[N, K], C: pf.f32[N]):
+    for i in range(N):
+        m = -1e30
+        for k in range(K):
+            m = pf.max(m, A[i, k])
+        C[i] = m
+
+
+@pf.program
+def norms(A: pf.f32[N, K], C: pf.f32[N]):
+    for i in range(N):
+        s = 0.0
+        for k in range(K):
+            s += A[i, k] * A[i, k]
+        C[i] = pf.sqrt(s)  # not a plain store: stays a scalar
+
+
+@pf.program
+def reads_target(A: pf.f32[N, K], C: pf.f32[N]):
+    for i in range(N):
+        s = 0.0
+        for k in range(K):
+            s += A[i, k] * C[i]  # reads the element the store writes: forwarding would change it
+        C[i] = s
+
+
+WIDER = """
+void wider(int n, int k, float A[n][k], float C[n]) {
+#pragma scop
+  for (int i = 0; i < n; i++) {
+    double s = 0.0;
+    for (int j = 0; j < k; j++)
+      s += A[i][j];
+    C[i] = s;  /* a double sum stored as float: forwarding would sum in float */
+  }
+#pragma endscop
+}
+"""
+
+
+def _shape(sched: pf.Schedule) -> list:
+    return [(k.statements[-1:], k.grid, k.block, k.tile_sizes, k.parallel_depth) for k in sched.kernels]
+
+
+@pytest.mark.parametrize("target", ["c", "cuda"])
+def test_the_accumulator_form_gets_what_the_update_form_gets(target: str) -> None:
+    sizes = {"N": 512, "M": 512, "K": 512}
+    acc, upd = pf.schedule(mm_acc, target=target, params=sizes), pf.schedule(mm_update, target=target, params=sizes)
+    assert _shape(acc) == _shape(upd)
+    assert acc.traffic().total_bytes == upd.traffic().total_bytes
+    assert "the accumulator 'acc' is updated in C[i, j] directly" in acc.explain()
+    if target == "c":
+        assert "microtile" in str(acc.tree)
+    assert [s.name for s in mm_acc.statements] == ["S0", "S1", "S2"]  # (the user's program is unchanged)
+
+
+@pytest.mark.parametrize("target", ["c", "cuda-sim"])
+@pytest.mark.parametrize("n, m, k", [(1, 1, 1), (7, 5, 3), (37, 29, 41), (130, 66, 257)])
+def test_forwarded_accumulators_equal_the_reference(target: str, n: int, m: int, k: int) -> None:
+    if target == "cuda-sim" and not cuda_sim.available():
+        pytest.skip("g++ is not on PATH")
+    rng = np.random.default_rng(n)
+    a, b = rng.random((n, k), np.float32), rng.random((k, m), np.float32)
+    want = np.zeros((n, m), np.float32)
+    pf.reference(mm_acc)(A=a, B=b, C=want)
+    got = pf.compile(mm_acc, target=target)(A=a, B=b)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    want_max = np.zeros(n, np.float32)
+    pf.reference(row_max)(A=a, C=want_max)
+    np.testing.assert_array_equal(pf.compile(row_max, target=target)(A=a), want_max)
+
+
+def test_only_contractions_with_plain_stores_of_the_same_type_not_reading_the_target_are_forwarded() -> None:
+    assert len(forward_accumulators(mm_acc)[0].statements) == 2
+    for prog in (row_max, norms, reads_target, pf.from_c(WIDER)):  # (row_max: a row reduction, no operand reused)
+        out, notes = forward_accumulators(prog)
+        assert out is prog and not notes, prog.name
