@@ -137,3 +137,19 @@ def test_integer_max_and_min_start_from_the_types_extremes(op: str) -> None:
     pf.reference(prog)(x=x, y=got)
     assert got == getattr(np, op)(x)
     assert pf.compile(prog, target="c")(x=x) == getattr(np, op)(x)
+
+
+@pytest.mark.parametrize("name", ["durbin", "gramschmidt"])
+def test_inner_products_below_a_host_loop_are_shared_by_the_threads(name: str) -> None:
+    """durbin's ``sum += r[k-i-1] * y[i]`` and gramschmidt's ``nrm += A[i][k] * A[i][k]``: one launch per
+    iteration of the outer loop, each shared by the launch's threads; the simulation equals the reference."""
+    from tests.test_codegen_cuda import build_emulator
+    from tests.test_cuda_races import _check, _program, _sizes
+
+    prog = _program(name)
+    sched = pf.schedule(prog, target="cuda")
+    (kernel,) = [k for k in sched.kernels if k.reduction]
+    assert kernel.grid[0] > 1 and kernel.block[0] >= 32
+    assert [k for k in pf.schedule(prog, target="cuda", params=_sizes(prog, 4000)).kernels if k.reduction]
+    code = pf.codegen(sched)
+    assert _check(build_emulator([("v", code)]), "v", name, prog, code, _sizes(prog, 37)) == ""

@@ -7,11 +7,13 @@ then reads the array at the speed of one thread and keeps the accumulator in glo
 operator is associative and commutative (up to float rounding, which ``reassociate=True`` accepts; max
 and min are exact), the instances may run in any order. :func:`block_reductions` re-lays such kernels:
 
-* **When.** A CUDA kernel at the top of the program (no host loop around it) with no parallel loop and
-  one statement, a reduction (``X op= e`` or ``X = f(X, e)``, ``f`` in sum, max, min; ``rows.reduction_op``)
+* **When.** A CUDA kernel with no parallel loop and one statement (at the top of the program, or below host
+  loops that fix the statement's outer iterators: durbin's and gramschmidt's inner products, one launch
+  per outer iteration), a reduction (``X op= e`` or ``X = f(X, e)``, ``f`` in sum, max, min; ``rows.reduction_op``)
   into a single element of ``X`` that is the same for every instance and for all sizes, whose value reads
   ``X`` only as the accumulator, and whose only dependences on itself are on ``X``. A float sum needs
-  ``reassociate=True``. At concrete sizes, at least :data:`MIN_INSTANCES` instances; no promoted buffer.
+  ``reassociate=True``. At concrete sizes, at least :data:`MIN_INSTANCES` instances per launch (at most);
+  no promoted buffer.
 * **Layout.** ``kernel`` -> ``reduce`` mark (a :class:`~polyfuse.schedule.mapping.rows.RowReduction` with
   the element) -> ``cyclic`` mark -> the statement's outermost loop (shared cyclically by the threads),
   then its inner loops (sequential in each thread). Each thread accumulates a register from the operator's
@@ -51,13 +53,16 @@ def block_reductions(sched: Schedule, reassociate: bool = True) -> Schedule:
         return sched
     prog = sched.program
     promoted = {b.kernel for b in sched.promotion.buffers} if sched.promotion is not None else set()
-    changed: dict[str, tuple[Kernel, RowReduction]] = {}
+    marks = {m.mark_get_id().user.name: m for m in kernel_marks(sched.tree)}
+    changed: dict[str, tuple[Kernel, RowReduction, int]] = {}
     for k in sched.kernels:
-        if k.name in promoted or k.parallel_depth or k.serial or len(k.statements) != 1:
+        if k.name in promoted or k.parallel_depth or k.serial or len(k.statements) != 1 or k.name not in marks:
             continue
-        plan = _plan(prog, prog.statement(k.statements[0]), reassociate, sched.params)
+        s = prog.statement(k.statements[0])
+        host = _host_loops(marks[k.name], s)
+        plan = _plan(prog, s, reassociate, sched.params, host) if host is not None else None
         if plan is not None:
-            changed[k.name] = (_kernel(k, *plan), plan[0])
+            changed[k.name] = (_kernel(k, *plan), plan[0], host)
     if not changed:
         return sched
     tree = _rewrite(prog, sched.tree, changed)
@@ -77,12 +82,29 @@ def block_reductions(sched: Schedule, reassociate: bool = True) -> Schedule:
     return new
 
 
-def _plan(prog: Program, s: Statement, reassociate: bool, params: Mapping[str, int]) -> tuple[RowReduction, int, int] | None:
-    """(the reduction, blocks, threads per block) when ``s`` qualifies, else None."""
+def _host_loops(mark: isl.ScheduleNode, s: Statement) -> int | None:
+    """How many of ``s``'s outer loops the host loops around its kernel are: the schedule prefix at the
+    kernel mark fixes exactly ``s``'s first ``n`` iterators (one launch runs the rest); None when the
+    prefix is not that (a skewed host loop)."""
+    n = mark.get_schedule_depth()
+    if n == 0:
+        return 0
+    if s.depth <= n:
+        return None
+    prefix = isl.Map.from_union_map(mark.get_prefix_schedule_union_map().intersect_domain(isl.UnionSet.from_set(s.domain)))
+    same_launch = prefix.apply_range(prefix.reverse())  # pairs of instances in one launch
+    same_outer = isl.Map.from_domain_and_range(s.domain, s.domain)
+    for d in range(n):
+        same_outer = same_outer.equate(isl.dim_type.in_, d, isl.dim_type.out, d)
+    return n if same_launch.is_equal(same_outer) else None
+
+
+def _plan(prog: Program, s: Statement, reassociate: bool, params: Mapping[str, int], host: int = 0) -> tuple[RowReduction, int, int] | None:
+    """(the reduction, blocks, threads per block) when ``s`` qualifies below ``host`` host loops, else None."""
     op = reduction_op(s)
     x = s.write.array
     dtype = prog.arrays[x].dtype
-    if s.depth < 1 or op not in ("sum", "max", "min") or dtype.name not in DTYPES:
+    if s.depth <= host or op not in ("sum", "max", "min") or dtype.name not in DTYPES:
         return None
     if op == "sum" and dtype.is_float and not reassociate:
         return None
@@ -94,7 +116,7 @@ def _plan(prog: Program, s: Statement, reassociate: bool, params: Mapping[str, i
         return None
     if any(d.source == s.name and d.sink == s.name and d.array != x for d in dependences_of(prog)):
         return None
-    instances = _instances(prog, s, params)
+    instances = _instances(prog, s, params, host)
     if instances is not None and instances < MIN_INSTANCES:
         return None
     threads = block_size(None if instances is None else max(instances // PER_THREAD, 1))
@@ -118,15 +140,26 @@ def _constant_element(s: Statement) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def _instances(prog: Program, s: Statement, params: Mapping[str, int]) -> int | None:
-    """How many instances ``s`` has at ``params`` (None when some size is unknown)."""
+def _instances(prog: Program, s: Statement, params: Mapping[str, int], host: int = 0) -> int | None:
+    """How many instances of ``s`` one launch runs at ``params``, at most (None when some size is
+    unknown): all of them, or below host loops the product of the inner loops' extents."""
     if any(p not in params for p in prog.params):
         return None
     dom = s.domain
     for k, p in enumerate(dom.get_space().get_var_names(isl.dim_type.param)):
         dom = dom.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(dom.get_ctx(), int(params[p])))
-    count = dom.count_val()
-    return int(count.to_python()) if count.is_int() else None
+    if dom.is_empty():
+        return 0
+    if host == 0:
+        count = dom.count_val()
+        return int(count.to_python()) if count.is_int() else None
+    total = 1
+    for d in range(host, s.depth):
+        lo, hi = dom.dim_min_val(d), dom.dim_max_val(d)
+        if not (lo.is_int() and hi.is_int()):
+            return None
+        total *= int(hi.to_python()) - int(lo.to_python()) + 1
+    return total
 
 
 def _kernel(k: Kernel, reduction: RowReduction, blocks: int, threads: int) -> Kernel:
@@ -138,18 +171,18 @@ def _kernel(k: Kernel, reduction: RowReduction, blocks: int, threads: int) -> Ke
     return dataclasses.replace(k, grid=(blocks,), block=(threads,), shared_bytes=k.shared_bytes + scratch, reduction=why)
 
 
-def _rewrite(prog: Program, tree: isl.Schedule, changed: Mapping[str, tuple[Kernel, RowReduction]]) -> isl.Schedule | None:
-    """``tree`` with the subtree of every kernel in ``changed`` rebuilt as the module docstring lays it out;
-    None when a kernel is not at the top of the tree (host loops around it)."""
-    for name, (kernel, reduction) in changed.items():
+def _rewrite(prog: Program, tree: isl.Schedule, changed: Mapping[str, tuple[Kernel, RowReduction, int]]) -> isl.Schedule | None:
+    """``tree`` with the subtree of every kernel in ``changed`` rebuilt as the module docstring lays it out
+    (below its ``host`` host loops); None when a kernel's mark is not where it was planned."""
+    for name, (kernel, reduction, host) in changed.items():
         mark = next((m for m in kernel_marks(tree) if m.mark_get_id().user.name == name), None)
-        if mark is None or mark.get_schedule_depth() != 0:
+        if mark is None or mark.get_schedule_depth() != host:
             return None
         s = prog.statement(kernel.statements[0])
         node = mark.child(0).cut()
-        if s.depth > 1:
-            node = node.insert_partial_schedule(loop_band([s], 1, s.depth))
-        node = node.insert_partial_schedule(loop_band([s], 0, 1)).band_member_set_ast_loop_type(0, isl.ast_loop_type.atomic)
+        if s.depth > host + 1:
+            node = node.insert_partial_schedule(loop_band([s], host + 1, s.depth))
+        node = node.insert_partial_schedule(loop_band([s], host, host + 1)).band_member_set_ast_loop_type(0, isl.ast_loop_type.atomic)
         node = node.insert_mark(isl.Id(CYCLIC_MARK))
         node = node.insert_mark(isl.Id(REDUCE_MARK, user=(reduction,)))
         node = node.parent().delete().insert_mark(isl.Id(KERNEL_MARK, user=kernel))
