@@ -41,10 +41,12 @@ from polyfuse.codegen.ast import (
     statement_call,
 )
 from polyfuse.codegen.code import Argument, Code
+from polyfuse.codegen.cuda_mapping import atomic_mapped_bands, mapping_info, thread_member_values
 from polyfuse.codegen.cuda_rows import BLOCK_REDUCE_PRELUDE, print_cyclic_for, print_row_mark
+from polyfuse.codegen.cuda_values import value_text
 from polyfuse.codegen.host_plan import KernelArg, Launch, host_plan_from_ast, mapped_lower_bounds, mapped_ranges
 from polyfuse.errors import CodegenError, warn
-from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
+from polyfuse.ir.expr import ScalarArg
 from polyfuse.ir.program import Array, Program
 from polyfuse.schedule.model import BLOCK_MARK, CYCLIC_MARK, GRID_MARK, KERNEL_MARK, REDUCE_MARK, SYNC_MARK, Kernel, Schedule
 from polyfuse.types import SizeExpr
@@ -70,7 +72,6 @@ __device__ __forceinline__ long long pf_min(long long a, long long b) { return a
 __device__ __forceinline__ long long pf_max(long long a, long long b) { return a > b ? a : b; }
 """ + BLOCK_REDUCE_PRELUDE
 
-_FLOAT_FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "abs": "fabs", "max": "fmax", "min": "fmin", "pow": "pow"}
 
 
 class CudaDialect(CDialect):
@@ -133,83 +134,6 @@ def _size(e: SizeExpr) -> str:
     if e.constant or not terms:
         terms.append(str(e.constant))
     return terms[0] if len(terms) == 1 else "(" + " + ".join(terms) + ")"
-
-
-# ----- values -----------------------------------------------------------------------------------------
-
-
-def value_text(e: Expr, call: StatementCall, dialect: CudaDialect) -> str:
-    """The CUDA expression of a statement's right-hand side (or a part of it)."""
-    v = lambda x: value_text(x, call, dialect)  # noqa: E731
-    if isinstance(e, Const):
-        return _literal(e)
-    if isinstance(e, Read):
-        return expr_to_text(call.accesses[e.access], dialect)
-    if isinstance(e, ScalarArg):
-        return e.name
-    if isinstance(e, IndexValue):
-        return f"(({e.dtype.c_name}) {expr_to_text(call.index_expr(e), dialect)})"
-    if isinstance(e, Cast):
-        return f"(({e.dtype.c_name}) {v(e.operand)})"
-    if isinstance(e, Where):
-        return f"({v(e.cond)} ? {v(e.if_true)} : {v(e.if_false)})"
-    if isinstance(e, (Compare, Logical)):
-        op = {"and": "&&", "or": "||"}.get(e.op, e.op)
-        return f"({v(e.lhs)} {op} {v(e.rhs)})"
-    if isinstance(e, Unary):
-        if e.op == "neg":
-            return f"(-{v(e.operand)})"
-        if e.op == "not":
-            return f"(!{v(e.operand)})"
-        if e.dtype is not None and e.dtype.is_float:
-            return f"{_float_func(e.op, e.dtype.name)}({v(e.operand)})"
-        return f"{'llabs' if e.op == 'abs' else e.op}({v(e.operand)})"
-    if isinstance(e, Binary):
-        return _binary(e, v(e.lhs), v(e.rhs))
-    raise CodegenError(f"cannot print expression node {e!r} in CUDA")
-
-
-def _float_func(op: str, dtype: str) -> str:
-    base = _FLOAT_FUNCS[op]
-    return base + "f" if dtype == "f32" else base
-
-
-def _binary(e: Binary, a: str, b: str) -> str:
-    text = _binary_text(e, a, b)
-    # an i8/i16/u8 operation (the DSL's; C's own promote first) wraps to its type as numpy's does
-    return f"(({e.dtype.c_name}) {text})" if e.dtype.name in ("i8", "i16", "u8", "u16") else text
-
-
-def _binary_text(e: Binary, a: str, b: str) -> str:
-    is_float = e.dtype.is_float
-    if e.op in ("max", "min", "pow"):
-        if is_float:
-            return f"{_float_func(e.op, e.dtype.name)}({a}, {b})"
-        if e.op == "pow":
-            return f"(({e.dtype.c_name}) pow((double) {a}, (double) {b}))"
-        return f"(({e.dtype.c_name}) pf_{e.op}({a}, {b}))"
-    if e.op in ("tdiv", "trem") or (e.dtype.is_unsigned and e.op in ("//", "%")):  # C's truncating integer / and %
-        return f"({a} {'/' if e.op in ('tdiv', '//') else '%'} {b})"
-    if e.op == "//":
-        return f"{'floorf' if e.dtype.name == 'f32' else 'floor'}({a} / {b})" if is_float else f"(({e.dtype.c_name}) pf_floordiv({a}, {b}))"
-    if e.op == "%":
-        if is_float:
-            fl = "floorf" if e.dtype.name == "f32" else "floor"
-            return f"({a} - {b} * {fl}({a} / {b}))"
-        return f"(({e.dtype.c_name}) pf_floormod({a}, {b}))"
-    return f"({a} {e.op} {b})"
-
-
-def _literal(c: Const) -> str:
-    if not c.dtype.is_float:
-        return str(int(c.value)) + {"u32": "u", "u64": "ull"}.get(c.dtype.name, "")
-    x = float(c.value)
-    if math.isnan(x):
-        return "NAN"
-    if math.isinf(x):
-        return "INFINITY" if x > 0 else "(-INFINITY)"
-    text = repr(x)
-    return text + "f" if c.dtype.name == "f32" else text
 
 
 # ----- kernels ----------------------------------------------------------------------------------------
@@ -375,20 +299,20 @@ class KernelPrinter:
 def generate_cuda(sched: Schedule) -> Code:
     """CUDA C for ``sched`` (target ``"cuda"``) with its host plan in ``Code.launch``."""
     program = sched.program
-    tree = _atomic_mapped_bands(sched.tree)
-    mapping = _mapping_info(tree)  # from the compute tree: isl cannot take domains below extension nodes
+    tree = atomic_mapped_bands(sched.tree)
+    mapping = mapping_info(tree)  # from the compute tree: isl cannot take domains below extension nodes
     promotion = sched.promotion
     buffers = {b.name: b for b in promotion.buffers} if promotion is not None else {}
     private = frozenset(sched.contracted) | _register_scalars(program, sched.kernels)
     private |= {n for n, b in buffers.items() if b.space == "register"}
     dialect = CudaDialect(program.arrays, private, {n: b.shape for n, b in buffers.items() if b.space == "shared"})
     if promotion is not None:  # the same tree plus copy and barrier statements (schedule/movement/promotion.py)
-        tree = _atomic_mapped_bands(promotion.tree)
+        tree = atomic_mapped_bands(promotion.tree)
     names = iterator_names(program, promotion.statements if promotion is not None else None)
     try:
         ast_root = build_ast(program, tree, _size_context(program, sched.params),
                              statements=promotion.statements if promotion is not None else None,
-                             member_values=_thread_member_values(mapping, names))
+                             member_values=thread_member_values(mapping, names))
     except AstCoverageError as e:
         if promotion is None:
             raise
@@ -525,64 +449,3 @@ def _size_context(program: Program, params: Mapping[str, int]) -> isl.Set | None
         if name in params:
             ctx = ctx.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(ctx.get_ctx(), int(params[name])))
     return ctx
-
-
-def _atomic_mapped_bands(tree: isl.Schedule) -> isl.Schedule:
-    """``tree`` with every member of the bands under grid/block marks generated as one (atomic) loop."""
-
-    def visit(node: isl.ScheduleNode) -> isl.ScheduleNode:
-        if node.get_type() == isl.schedule_node_type.band and node.has_parent():
-            parent = node.parent()
-            if parent.get_type() == isl.schedule_node_type.mark and parent.mark_get_id().get_name() in (GRID_MARK, BLOCK_MARK):
-                for m in range(node.band_n_member()):
-                    node = node.band_member_set_ast_loop_type(m, isl.ast_loop_type.atomic)
-        return node
-
-    return tree.map_schedule_node_bottom_up(visit)
-
-
-def _thread_member_values(mapping: Mapping[str, Mapping[str, tuple[isl.ScheduleNode, int, int]]],
-                          names: Sequence[str]) -> dict[str, dict[str, isl.PwAff]]:
-    """For each statement under a ``"block"`` mark: the value of each thread-mapped member on its domain,
-    by loop iterator name (what :meth:`KernelPrinter._pinned` guards on where isl printed no loop)."""
-    out: dict[str, dict[str, isl.PwAff]] = {}
-    for info in mapping.values():
-        if BLOCK_MARK not in info:
-            continue
-        band, n, _ = info[BLOCK_MARK]
-        depth = band.get_schedule_depth()
-        partial = band.band_get_partial_schedule()
-        for k in range(n):
-            pieces = partial.get_union_pw_aff(k).get_pw_aff_list()
-            for j in range(pieces.n_pw_aff()):
-                pa = pieces.get_at(j)
-                out.setdefault(pa.get_domain_space().get_tuple_name(isl.dim_type.set), {})[names[depth + k]] = pa
-    return out
-
-
-def _mapping_info(tree: isl.Schedule) -> dict[str, dict[str, tuple[isl.ScheduleNode, int, int]]]:
-    """For each kernel name: its grid and block bands, how many members each maps, and the host depth."""
-    out: dict[str, dict[str, tuple[isl.ScheduleNode, int, int]]] = {}
-
-    def walk(node: isl.ScheduleNode, kernel: Kernel | None, host_depth: int) -> None:
-        if node.get_type() == isl.schedule_node_type.mark:
-            name = node.mark_get_id().get_name()
-            if name == KERNEL_MARK:
-                kernel = node.mark_get_id().user
-                host_depth = node.get_schedule_depth()
-                out.setdefault(kernel.name, {})
-            elif name in (GRID_MARK, BLOCK_MARK) and kernel is not None:
-                band = node.child(0)
-                if band.get_type() != isl.schedule_node_type.band:
-                    raise CodegenError(f"the {name!r} mark of {kernel.name} is not above a band")
-                extents = kernel.grid if name == GRID_MARK else kernel.block
-                n = len(extents) if extents else min(3, band.band_n_member())
-                out[kernel.name][name] = (band, min(n, band.band_n_member()), host_depth)
-            elif name == CYCLIC_MARK and kernel is not None:
-                band = node.child(0)
-                out[kernel.name][name] = (band, 1, band.get_schedule_depth())
-        for k in range(node.n_children()):
-            walk(node.child(k), kernel, host_depth)
-
-    walk(tree.get_root(), None, 0)
-    return out
