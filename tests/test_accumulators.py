@@ -112,3 +112,15 @@ def test_only_contractions_with_plain_stores_of_the_same_type_not_reading_the_ta
     for prog in (row_max, norms, reads_target, pf.from_c(WIDER)):  # (row_max: a row reduction, no operand reused)
         out, notes = forward_accumulators(prog)
         assert out is prog and not notes, prog.name
+
+
+def test_explicit_schedules_of_either_program_are_accepted() -> None:
+    """``to_text()`` prints the forwarded program's schedule (no store statement), which reads back for the
+    user's program; a schedule the user writes for their own statements keeps the accumulator."""
+    for target in ("c", "cuda"):
+        sched = pf.schedule(mm_acc, target=target)
+        again = pf.schedule(mm_acc, target=target, schedule=sched.to_text())
+        assert [s.name for s in again.program.statements] == ["S0", "S1"]
+    own = "[N, K, M] -> { S0[i, j] -> [i, j, 0, 0]; S1[i, j, k] -> [i, j, 1, k]; S2[i, j] -> [i, j, 2, 0] }"
+    kept = pf.schedule(mm_acc, target="c", schedule=own)
+    assert [s.name for s in kept.program.statements] == ["S0", "S1", "S2"] and kept.contracted == {"acc"}

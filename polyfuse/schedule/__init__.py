@@ -64,6 +64,7 @@ from polyfuse.schedule.mapping.rows import cooperative_rows
 from polyfuse.schedule.model import BASE_KEY, Schedule
 from polyfuse.schedule.movement.data_movement import data_movement
 from polyfuse.schedule.privatize import contract, temporaries
+from polyfuse.schedule.text import read_schedule
 from polyfuse.schedule.tiling.microtile import distribute_contractions
 from polyfuse.schedule.tiling.sizes import validate_tile
 
@@ -130,8 +131,10 @@ def schedule(
     parallel = parallel_choices(prog, parallel)
     _check_tile_depth(prog, tile)
     forwarded: tuple[str, ...] = ()
-    if schedule is None and not parallel:  # (both name the user's statements and loops)
-        prog, forwarded = forward_accumulators(prog)  # acc = 0; acc += ...; C = acc  ->  C = 0; C += ...
+    if not parallel:  # (it names the user's statements and loops)
+        candidate, notes_ = forward_accumulators(prog)  # acc = 0; acc += ...; C = acc  ->  C = 0; C += ...
+        if schedule is None or _schedules_exactly(schedule, candidate):  # (an explicit one: what to_text printed)
+            prog, forwarded = candidate, notes_
     label = "explicit" if schedule is not None else fusion
     limits = Limits(shared_memory=shared_memory, cache_bytes=cache_bytes)
     search = None
@@ -205,6 +208,26 @@ def _map_and_check(prog, base, view, target, tile, params, search, microtiles: b
         if k.thread is not None:
             check_parallel(prog, k.domain, k.outer, k.thread, privatized)
     return tree, kernels, privatized
+
+
+def _schedules_exactly(spec, prog: Program) -> bool:
+    """Whether the explicit schedule ``spec`` names exactly ``prog``'s statements (``to_text()`` of a
+    schedule whose accumulators were forwarded names the forwarded program's); False when it cannot be
+    read (the scheduler reports that)."""
+    try:
+        if isinstance(spec, str):
+            spec = read_schedule(spec)
+        if isinstance(spec, isl.Schedule):
+            domain = spec.get_domain()
+        elif isinstance(spec, (isl.UnionMap, isl.Map)):
+            domain = isl.UnionMap(spec).domain() if isinstance(spec, isl.Map) else spec.domain()
+        else:
+            return False
+    except (isl.Error, PolyfuseError):
+        return False
+    names: set[str] = set()
+    domain.foreach_set(lambda s: names.add(s.get_tuple_name()))
+    return names == {s.name for s in prog.statements}
 
 
 def _keep_base(sched: Schedule, **changes) -> Schedule:
