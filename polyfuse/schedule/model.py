@@ -201,6 +201,8 @@ class Schedule:
             return kernel.serial
         if any(FELL_BACK_SEQUENTIAL in n for n in self.notes):
             return "isl's operation budget ran out (see the note below), so the program runs as written, on one thread"
+        if self._loop_free(kernel):  # (a dependence its host loops carry is theirs, not the kernel's)
+            return "one statement instance per launch (no loop inside the kernel): nothing to run in parallel"
         inside = set(kernel.statements)
         carried = [d for d in self.program.dependences()
                    if d.source in inside and d.sink in inside and d.carried_depth is not None]
@@ -210,6 +212,21 @@ class Schedule:
         d = min(carried, key=lambda d: (d.carried_depth, order.get(d.kind, 3)))
         return (f"the {d.kind} dependence on {d.array!r} from {d.source} to {d.sink} is carried at loop depth "
                 f"{d.carried_depth} (distance {d.distance_text()})")
+
+    def _loop_free(self, kernel: Kernel) -> bool:
+        """Whether every statement of ``kernel`` has no loop of its own inside the kernel (its loops, if
+        any, are the host loops around the kernel's mark)."""
+        host: list[int] = []
+
+        def visit(node: isl.ScheduleNode) -> bool:
+            if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == KERNEL_MARK:
+                if getattr(node.mark_get_id().user, "name", None) == kernel.name:
+                    host.append(node.get_schedule_depth())
+                return False
+            return True
+
+        self.tree.get_root().foreach_descendant_top_down(visit)
+        return bool(host) and all(self.program.statement(s).depth <= host[0] for s in kernel.statements)
 
     def to_text(self) -> str:
         """The schedule as editable text that ``pf.schedule(prog, schedule=text)`` (or the CLI's
