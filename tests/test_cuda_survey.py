@@ -1,6 +1,7 @@
 """A survey of the CUDA that the 30 PolyBench-style kernels get (at 200 per size, 3 time steps): every
-kernel launched on one thread is justified, and the kernels that still keep an accumulator in global
-memory are listed, so that a change adding one fails here and one removing one updates the list.
+kernel launched on one thread is justified, no kernel loads a register it overwrites at once, and the
+kernels that still keep an accumulator in global memory are listed, so that a change adding one fails
+here and one removing one updates the list.
 
 A one-thread kernel is justified when it runs one statement instance per launch (no loop inside the
 kernel: a scalar statement, or one instance per iteration of the host loops around it), which
@@ -98,6 +99,24 @@ def _global_accumulators(text: str) -> set[tuple[str, str, str]]:
 def test_the_global_accumulators_left_are_the_known_ones(surveyed) -> None:
     found = {(name, *acc) for name, (_, _, code) in surveyed.items() for acc in _global_accumulators(code.text)}
     assert found == GLOBAL_ACCUMULATORS, (sorted(found - GLOBAL_ACCUMULATORS), sorted(GLOBAL_ACCUMULATORS - found))
+
+
+def _dead_loads(text: str) -> list[str]:
+    """Loads into a register that the next line overwrites with a constant before any use
+    (``C_reg = C[..]; C_reg = 0``): a global read for nothing."""
+    lines = text.splitlines()
+    out = []
+    for a, b in zip(lines, lines[1:]):
+        load = re.match(r"\s*(?:if \(.*\) )?(\w+_(?:reg|w\d+)_k\d+) = [^;]*;  /\* (?:load|wload)_", a)
+        if load and re.match(rf"\s*(?:if \(.*\) )?{load.group(1)} = [-0-9.efINFTY()]+;", b.split("/*")[0]):
+            out.append(a.strip())
+    return out
+
+
+def test_no_kernel_loads_a_register_it_overwrites_at_once(surveyed) -> None:
+    dead = {name: _dead_loads(code.text) for name, (_, _, code) in surveyed.items()}
+    assert not any(dead.values()), {k: v for k, v in dead.items() if v}
+    assert _dead_loads("  C_reg_k0 = C[i];  /* load_C_reg_k0 */\n  C_reg_k0 = 0.0f;  /* S0 */\n")
 
 
 def test_the_detector_sees_an_accumulator_in_global_memory() -> None:
