@@ -9,20 +9,14 @@ import numpy as np
 import pytest
 
 import polyfuse as pf
+from examples import kernels as examples
 from polyfuse.runtime import cuda_sim
 from polyfuse.schedule.accumulators import forward_accumulators
 
 N, M, K = pf.params("N M K")
 
 
-@pf.program
-def mm_acc(A: pf.f32[N, K], B: pf.f32[K, M], C: pf.f32[N, M]):
-    for i in range(N):
-        for j in range(M):
-            acc = 0.0
-            for k in range(K):
-                acc += A[i, k] * B[k, j]
-            C[i, j] = acc
+mm_acc = examples.gemm_acc  # acc = 0; acc += A[i, k] * B[k, j]; C[i, j] = acc
 
 
 @pf.program

@@ -19,6 +19,7 @@ from __future__ import annotations
 import islpy as isl
 
 from polyfuse.codegen.ast import as_operand
+from polyfuse.codegen.cuda_values import float_function
 from polyfuse.schedule.model import CYCLIC_MARK, SYNC_MARK
 
 BLOCK_REDUCE_PRELUDE = """
@@ -125,13 +126,10 @@ def print_element_reduction(printer, node: isl.AstNode, reductions, depth: int, 
     if r.across_blocks:
         printer.lines.append(f"{pad}if (threadIdx.x == 0) atomicAdd({address}, {acc});  /* {r.statement}: add the block's {r.op} */")
     else:
-        combine = {"sum": f"{element} + {acc}", "max": f"{_max(r)}({element}, {acc})", "min": f"{_min(r)}({element}, {acc})"}[r.op]
+        combine = f"{element} + {acc}" if r.op == "sum" else f"{_combine(r)}({element}, {acc})"
         printer.lines.append(f"{pad}if (threadIdx.x == 0) {element} = {combine};  /* {r.statement}: the element's {r.op} */")
 
 
-def _max(r) -> str:
-    return {"f32": "fmaxf", "f64": "fmax"}.get(r.dtype.name, "max")
-
-
-def _min(r) -> str:
-    return {"f32": "fminf", "f64": "fmin"}.get(r.dtype.name, "min")
+def _combine(r) -> str:
+    """The function combining two values of ``r`` (max or min), in its type."""
+    return float_function(r.op, r.dtype.name) if r.dtype.name[0] == "f" else r.op

@@ -36,14 +36,15 @@ def value_text(e: Expr, call: StatementCall, dialect: CDialect) -> str:
         if e.op == "not":
             return f"(!{v(e.operand)})"
         if e.dtype is not None and e.dtype.is_float:
-            return f"{_float_func(e.op, e.dtype.name)}({v(e.operand)})"
+            return f"{float_function(e.op, e.dtype.name)}({v(e.operand)})"
         return f"{'llabs' if e.op == 'abs' else e.op}({v(e.operand)})"
     if isinstance(e, Binary):
         return _binary(e, v(e.lhs), v(e.rhs))
     raise CodegenError(f"cannot print expression node {e!r} in CUDA")
 
 
-def _float_func(op: str, dtype: str) -> str:
+def float_function(op: str, dtype: str) -> str:
+    """The CUDA math function of ``op`` in the precision of ``dtype`` (``expf`` for f32, ``exp`` for f64)."""
     base = _FLOAT_FUNCS[op]
     return base + "f" if dtype == "f32" else base
 
@@ -58,7 +59,7 @@ def _binary_text(e: Binary, a: str, b: str) -> str:
     is_float = e.dtype.is_float
     if e.op in ("max", "min", "pow"):
         if is_float:
-            return f"{_float_func(e.op, e.dtype.name)}({a}, {b})"
+            return f"{float_function(e.op, e.dtype.name)}({a}, {b})"
         if e.op == "pow":
             return f"(({e.dtype.c_name}) pow((double) {a}, (double) {b}))"
         return f"(({e.dtype.c_name}) pf_{e.op}({a}, {b}))"

@@ -168,22 +168,28 @@ static void read(Array& a, long long flat)
   }
 }
 
+/* a write (or atomic update, ``did``) of the running thread against the cell's readers since the last write */
+static void against_readers(const Array& a, const Cell& c, long long flat, const char* did)
+{
+  if (c.r_launch != launch) return;
+  if (c.r_old_block >= 0) conflict(a, flat, did, c.r_old_block, c.r_old_thread, "reads");
+  else if (c.r_block != block) conflict(a, flat, did, c.r_block, c.r_thread, "reads");
+  else if (c.r_epoch == epoch) {
+    int other = c.r_thread != current ? c.r_thread : c.r_other;
+    if (other >= 0) conflict(a, flat, did, block, other, "reads");
+  }
+}
+
 static void write(Array& a, long long flat)
 {
   Cell& c = a.cells[flat];
   forget_other_blocks(a, c);
   if (c.x_launch == launch && unordered(c.x_block, c.x_thread, c.x_epoch))
     conflict(a, flat, "writes", c.x_block, c.x_thread, "updates atomically");
-  if (c.w_launch == launch && unordered(c.w_block, c.w_thread, c.w_epoch)) {
+  if (c.w_launch == launch && unordered(c.w_block, c.w_thread, c.w_epoch))
     conflict(a, flat, "writes", c.w_block, c.w_thread, "writes");
-  } else if (c.r_launch == launch) {
-    if (c.r_old_block >= 0) conflict(a, flat, "writes", c.r_old_block, c.r_old_thread, "reads");
-    else if (c.r_block != block) conflict(a, flat, "writes", c.r_block, c.r_thread, "reads");
-    else if (c.r_epoch == epoch) {
-      int other = c.r_thread != current ? c.r_thread : c.r_other;
-      if (other >= 0) conflict(a, flat, "writes", block, other, "reads");
-    }
-  }
+  else
+    against_readers(a, c, flat, "writes");
   c.w_launch = launch; c.w_block = block; c.w_thread = current; c.w_epoch = epoch;
   c.r_launch = 0;
 }
@@ -194,14 +200,8 @@ static void atomic(Array& a, long long flat)
   Cell& c = a.cells[flat];
   if (c.w_launch == launch && unordered(c.w_block, c.w_thread, c.w_epoch))
     conflict(a, flat, "updates atomically", c.w_block, c.w_thread, "writes");
-  else if (c.r_launch == launch) {
-    if (c.r_old_block >= 0) conflict(a, flat, "updates atomically", c.r_old_block, c.r_old_thread, "reads");
-    else if (c.r_block != block) conflict(a, flat, "updates atomically", c.r_block, c.r_thread, "reads");
-    else if (c.r_epoch == epoch) {
-      int other = c.r_thread != current ? c.r_thread : c.r_other;
-      if (other >= 0) conflict(a, flat, "updates atomically", block, other, "reads");
-    }
-  }
+  else
+    against_readers(a, c, flat, "updates atomically");
   c.x_launch = launch; c.x_block = block; c.x_thread = current; c.x_epoch = epoch;
 }
 

@@ -30,6 +30,7 @@ import islpy as isl
 
 from polyfuse.ir.expr import Read
 from polyfuse.ir.program import Access, Program, Statement
+from polyfuse.schedule.mapping.rows import reduction_op
 
 _UPDATES = ("+=", "-=", "*=")
 
@@ -83,7 +84,7 @@ def _rewrite(prog: Program, acc: str, init: Statement, update: Statement, store:
     if update.op in _UPDATES:
         if acc_reads:
             return None
-    elif update.op != "=" or len(acc_reads) != 1 or not _accumulates(update, acc_reads[0]):
+    elif update.op != "=" or len(acc_reads) != 1 or reduction_op(update) is None:  # acc = f(acc, e)
         return None
     if any(a.array == target for k, a in enumerate(update.accesses) if k != update.target and k not in acc_reads):
         return None
@@ -133,13 +134,6 @@ def _same_set(a: isl.Set, b: isl.Set, ctx: isl.Set) -> bool:
 
 def _subset(a: isl.Set, b: isl.Set, ctx: isl.Set) -> bool:
     return a.reset_tuple_id().intersect_params(ctx).is_subset(b.reset_tuple_id().intersect_params(ctx))
-
-
-def _accumulates(update: Statement, read: int) -> bool:
-    """``acc = f(acc, e)`` with ``f`` in max, min, +, * and ``e`` not reading ``acc`` (``rows.reduction_op``'s form)."""
-    from polyfuse.schedule.mapping.rows import reduction_op  # (mapping builds on this package's modules)
-
-    return reduction_op(update) is not None
 
 
 def _retarget(stmt: Statement, replaced: dict[int, Access]) -> Statement:

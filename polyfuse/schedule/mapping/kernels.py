@@ -261,17 +261,17 @@ class Mapper:
         convolution's filters too, with the rows and columns) and keeps the layout its ranking prefers:
         more blocks where the GPU would be short of them, then fewer sector bytes (a 3-D stencil keeps
         its planes in a thread, with the register window along them)."""
-        two = self._thread_members_first(node, n_par, len(sizes))
+        useful = [k for k in range(n_par) if self._span(node, k) != 1]
+        two = self._thread_members_first(node, useful, len(sizes))
         if self.choose is None:
             return two, sizes
-        useful = [k for k in range(n_par) if self._span(node, k) != 1]
         key = getattr(self.choose, "cuda_key", None)
         if len(sizes) != 2 or len(useful) < 3 or key is None:
             return two, self.choose(two, n_par, sizes)
         log = self.choose.log
         sizes_two = self.choose(two, n_par, sizes)
         best_two = self.choose.ranked.get(frozenset(stmts), (None,))[0]
-        three = self._thread_members_first(node, n_par, 3)
+        three = self._thread_members_first(node, useful, 3)
         sizes_three = self.choose(three, n_par, (1,) + tuple(sizes))
         best_three = self.choose.ranked.get(frozenset(stmts), (None,))[0]
         if best_two is None or best_three is None or key(two, best_two) <= key(three, best_three):
@@ -282,10 +282,10 @@ class Mapper:
             del log[-2]  # (the two-member layout's line)
         return three, sizes_three
 
-    def _thread_members_first(self, node: isl.ScheduleNode, n_par: int, n_map: int) -> isl.ScheduleNode:
+    def _thread_members_first(self, node: isl.ScheduleNode, useful: list[int], n_map: int) -> isl.ScheduleNode:
         """CUDA: the band reordered so that the ``n_map`` members mapped to blocks and threads (the band's
-        first) are the innermost ``n_map`` of its leading parallel members that have more than one
-        iteration at the given sizes: a convolution's rows and columns rather than its batch of one and its
+        first) are the innermost ``n_map`` of ``useful``, its leading parallel members that have more than
+        one iteration at the given sizes: a convolution's rows and columns rather than its batch of one and its
         filters, a batched matmul's rows and columns rather than its batch, a 3-D stencil's two inner
         dimensions. ``threadIdx.x`` then runs along the innermost (contiguous) dimension, two output
         dimensions reach the threads, and the outer parallel members run inside each thread (a 3-D
@@ -293,7 +293,6 @@ class Mapper:
         already the order or the band cannot be reordered."""
         if not node.band_get_permutable() or n_map < 1:
             return node
-        useful = [k for k in range(n_par) if self._span(node, k) != 1]
         mapped = useful[-n_map:]
         if not mapped or mapped == list(range(len(mapped))):
             return node
@@ -302,14 +301,8 @@ class Mapper:
     def _span(self, node: isl.ScheduleNode, k: int) -> int:
         """How many values band member ``k`` takes over the node's instances at the given sizes (``max -
         min + 1``); 0 when unknown."""
-        if self.params is None:
-            return 0
-        rng = member_map(node, k).intersect_params(self._param_values()).range()
-        if rng.is_empty():
-            return 0
-        s = isl.Set.from_union_set(rng)
-        lo, hi = s.dim_min_val(0), s.dim_max_val(0)
-        return int(hi.to_python()) - int(lo.to_python()) + 1 if lo.is_int() and hi.is_int() else 0
+        bounds = self._bounds(node, k)
+        return bounds[1] - bounds[0] + 1 if bounds else 0
 
     def _cuda(self, node, name, stmts, domain, flat, sizes) -> isl.ScheduleNode:
         n = len(sizes)
@@ -326,16 +319,20 @@ class Mapper:
 
     def _extent(self, node: isl.ScheduleNode, k: int) -> int:
         """``max + 1`` of band member ``k`` over the node's instances at the given sizes; 0 if unknown."""
+        bounds = self._bounds(node, k)
+        return 1 if bounds == () else (bounds[1] + 1 if bounds else 0)
+
+    def _bounds(self, node: isl.ScheduleNode, k: int) -> tuple[int, ...] | None:
+        """``(min, max)`` of band member ``k`` over the node's instances at the given sizes; ``()`` when it
+        has none, None when unknown (no sizes, or a bound that is not a number)."""
         if self.params is None:
-            return 0
+            return None
         rng = member_map(node, k).intersect_params(self._param_values()).range()
         if rng.is_empty():
-            return 1
+            return ()
         s = isl.Set.from_union_set(rng)
-        hi = s.dim_max_val(0)
-        if not hi.is_int():
-            return 0
-        return int(hi.to_python()) + 1
+        lo, hi = s.dim_min_val(0), s.dim_max_val(0)
+        return (int(lo.to_python()), int(hi.to_python())) if lo.is_int() and hi.is_int() else None
 
     def _param_values(self) -> isl.Set:
         ctx = self.prog.context
