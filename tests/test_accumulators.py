@@ -118,3 +118,30 @@ def test_explicit_schedules_of_either_program_are_accepted() -> None:
     own = "[N, K, M] -> { S0[i, j] -> [i, j, 0, 0]; S1[i, j, k] -> [i, j, 1, k]; S2[i, j] -> [i, j, 2, 0] }"
     kept = pf.schedule(mm_acc, target="c", schedule=own)
     assert [s.name for s in kept.program.statements] == ["S0", "S1", "S2"] and kept.contracted == {"acc"}
+
+
+GEMM_ACC_C = """
+void gemm_acc(int ni, int nj, int nk, float alpha, float C[ni][nj], float A[ni][nk], float B[nk][nj]) {
+#pragma scop
+  for (int i = 0; i < ni; i++)
+    for (int j = 0; j < nj; j++) {
+      float acc = 0.0f;
+      for (int k = 0; k < nk; k++)
+        acc += alpha * A[i][k] * B[k][j];
+      C[i][j] = acc;
+    }
+#pragma endscop
+}
+"""
+
+
+@pytest.mark.parametrize("ni, nj, nk", [(1, 1, 1), (7, 37, 5), (130, 66, 257)])
+def test_a_c_contraction_with_an_accumulator_equals_gccs_build(ni: int, nj: int, nk: int) -> None:
+    """The C frontend's accumulator form, forwarded and micro-tiled, against gcc's own build of the source."""
+    from tests.c_oracle import check_against_gcc
+
+    assert forward_accumulators(pf.from_c(GEMM_ACC_C))[1]  # (forwarded)
+    rng = np.random.default_rng(ni)
+    args = {"ni": ni, "nj": nj, "nk": nk, "alpha": np.float32(1.5), "C": np.zeros((ni, nj), np.float32),
+            "A": rng.random((ni, nk)).astype(np.float32), "B": rng.random((nk, nj)).astype(np.float32)}
+    check_against_gcc(GEMM_ACC_C, "gemm_acc", args, rtol=1e-4, atol=1e-5)
