@@ -8,6 +8,7 @@ Schedules come from ``polyfuse.schedule.schedule`` when the scheduler is present
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -126,7 +127,8 @@ def _unit(variants: list[tuple[str, str]]) -> str:
     parts = [PRELUDE]
     for tag, text in variants:
         body = text.replace(PRELUDE, "")
-        parts.append(f"/* ===== {tag} ===== */\n" + body.replace("__global__ void ", f"__global__ void {tag}_"))
+        body = re.sub(r"__global__ void (__launch_bounds__\([^)]*\) )?", lambda m: f"__global__ void {m.group(1) or ''}{tag}_", body)
+        parts.append(f"/* ===== {tag} ===== */\n" + body)
     return "\n".join(parts)
 
 
@@ -201,11 +203,14 @@ def test_jacobi_2d_time_loop_on_host() -> None:
 
 
 def test_gemm_acc_has_a_2d_grid() -> None:
-    plan = generate_cuda(_cuda_schedule(ex.gemm_acc, "smart")).launch
-    (launch,) = plan.launches()
-    assert len(launch.grid) == 2
-    ((_, grid, block, _),) = _record(plan, {"N": 64, "M": 96, "K": 8})
-    assert grid[0] * (block[0] if block else 1) >= 96 and grid[1] * (block[1] if len(block) > 1 else 1) >= 64
+    sched = _cuda_schedule(ex.gemm_acc, "smart")
+    plan = generate_cuda(sched).launch
+    init, update = plan.launches()  # C = 0, then the micro-tiled contraction
+    assert len(init.grid) == 2 and len(update.grid) == 2 and update.block == ("16", "16")
+    micro = sched.kernels[1].microtile
+    (_, grid, block, _), (_, grid2, _, _) = _record(plan, {"N": 64, "M": 96, "K": 8})
+    assert grid[0] * block[0] >= 96 and grid[1] * block[1] >= 64
+    assert grid2[0] * micro.block_lanes >= 96 and grid2[1] * micro.block_rows >= 64
 
 
 def test_empty_kernels_are_not_launched() -> None:

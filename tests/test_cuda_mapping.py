@@ -40,10 +40,24 @@ def test_a_convolution_of_one_image_maps_filters_rows_and_columns() -> None:
     assert _threaded_dims(conv) >= 2 and math.prod(conv.grid) >= 132, (conv.grid, conv.block)
 
 
+def test_a_convolution_without_sizes_maps_two_output_dimensions() -> None:
+    n, c, h, w, k = pf.params("N C H W K")
+    g = pf.Graph("conv")
+    x = g.input("x", (n, c, h, w), pf.f32)
+    f = g.input("w", (k, c, 3, 3), pf.f32)
+    prog = g.build(y=pf.ops.relu(pf.ops.conv2d(x, f, padding=1)))
+    sched = pf.schedule(prog, target="cuda")
+    (conv,) = [kk for kk in sched.kernels if any(prog.statement(s).is_reduction for s in kk.statements)]
+    assert _threaded_dims(conv) >= 2, (conv.statements, conv.block)  # not the images alone, fused with the padding
+    assert "fusion maps one dimension to the GPU's threads where apart the statements map two or more" in sched.explain()
+
+
 def test_a_batched_matmul_maps_rows_and_columns_with_or_without_sizes() -> None:
     for prog, params in ((_bmm((8, 512, 64), (8, 64, 512)), {}), (_bmm((B, I, L), (B, L, J)), None)):
-        (kernel,) = pf.schedule(prog, target="cuda", params=params).kernels
+        (kernel,) = [k for k in pf.schedule(prog, target="cuda", params=params).kernels
+                     if any(prog.statement(s).is_reduction for s in k.statements)]  # (after C = 0)
         assert _threaded_dims(kernel) == 2, kernel.block
+        assert kernel.microtile is not None and len(kernel.grid) == 3  # the batch on blockIdx.z
 
 
 @pytest.mark.skipif(not cuda_sim.available(), reason="g++ is not on PATH")

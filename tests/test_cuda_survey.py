@@ -75,7 +75,7 @@ def _global_accumulators(text: str) -> set[tuple[str, str, str]]:
     re-written in global memory every iteration."""
     out, loops, function = set(), [], ""
     for line in text.splitlines():
-        m = re.match(r'extern "C" __global__ void (\w+)\(', line)
+        m = re.match(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\(', line)
         if m:
             function, loops = m.group(1), []
             continue

@@ -33,7 +33,7 @@ def _shared(sched) -> dict[str, tuple[int, ...]]:
 
 
 def test_gemm_2048_promotes_a_and_b_tiles_to_shared_memory() -> None:
-    sched = schedule(ex.gemm, target="cuda", params=BIG)
+    sched = schedule(ex.gemm, target="cuda", params=BIG, tile=(32, 32))  # (an explicit tile: no register micro-tile)
     (kernel,) = sched.kernels
     shared = _shared(sched)
     assert set(shared) == {"A", "B"}
@@ -49,7 +49,7 @@ def test_gemm_2048_promotes_a_and_b_tiles_to_shared_memory() -> None:
 
 
 def test_gemm_cuda_has_copies_and_barriers() -> None:
-    code = generate_cuda(schedule(ex.gemm, target="cuda", params=BIG)).text
+    code = generate_cuda(schedule(ex.gemm, target="cuda", params=BIG, tile=(32, 32))).text
     assert "__shared__ float A_shared_k0" in code and "__shared__ float B_shared_k0" in code
     assert "/* copy_A_shared_k0 */" in code and "/* copy_B_shared_k0 */" in code
     assert _barriers(code) == 2
@@ -68,6 +68,10 @@ def test_shared_memory_budget_is_respected() -> None:
     sched = schedule(ex.gemm, target="cuda", params=BIG, shared_memory=4096)
     assert all(k.shared_bytes <= 4096 for k in sched.kernels)
     assert len(_shared(sched)) <= 1
+    assert all(k.microtile is None for k in sched.kernels)  # (its operand tiles need 16 KiB for two steps)
+    sched = schedule(ex.gemm, target="cuda", params=BIG, shared_memory=16384)  # two steps in flight, not three
+    (micro,) = [k.microtile for k in sched.kernels if k.microtile is not None]
+    assert micro.stages == 2 and all(k.shared_bytes <= 16384 for k in sched.kernels)
 
 
 def test_c_target_is_unchanged() -> None:

@@ -98,15 +98,15 @@ def test_add_exp_none_keeps_two_kernels():
 
 def test_gemm_acc_cuda_2d_grid():
     sched = pf.schedule(K.gemm_acc, target="cuda", params={"N": 1000, "M": 500, "K": 64})
-    (k,) = sched.kernels
-    assert len(k.grid) == 2 and len(k.block) == 2
-    # The grid covers the (i, j) space with the chosen blocks: x runs over M = 500, y over N = 1000.
-    assert k.grid == (-(-500 // k.block[0]), -(-1000 // k.block[1]))
+    init, k = sched.kernels  # C = 0, then the contraction with a register micro-tile
+    assert len(k.grid) == 2 and k.block == (16, 16) and k.microtile is not None
+    # The grid covers the (i, j) space with 64 x 64 tiles: x runs over M = 500, y over N = 1000.
+    assert k.grid == (-(-500 // 64), -(-1000 // 64))
     assert not sched.contracted and "the accumulator 'acc' is updated in C[i, j] directly" in sched.explain()
     fixed = pf.schedule(K.gemm_acc, target="cuda", tile=(16, 32), params={"N": 1000, "M": 500, "K": 64})
     assert fixed.kernels[0].block == (32, 16) and fixed.kernels[0].grid == (16, 63)
     names = [n for n, _ in _marks(sched.tree)]
-    assert names == [KERNEL_MARK, GRID_MARK, BLOCK_MARK]
+    assert names == [KERNEL_MARK, GRID_MARK, BLOCK_MARK] * 2
 
 
 def test_gemm_acc_c_parallel_mark():

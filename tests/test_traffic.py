@@ -127,7 +127,7 @@ def test_gemm_chosen_tiles_beat_untiled_by_16x():
     params = {"N": n, "M": n, "K": n}
     untiled = pf.schedule(K.gemm, target="cuda", tile=(1, 1), params=params).traffic()
     assert untiled.total_bytes == n * n * (2 * n + 2) * 4
-    sched = pf.schedule(K.gemm, target="cuda", params=params)
+    sched = pf.schedule(K.gemm, target="cuda", params=params, shared_memory=16000)  # (the tile search: no micro-tile)
     (kernel,) = sched.kernels
     threads = 1
     for b in kernel.block:
@@ -136,6 +136,9 @@ def test_gemm_chosen_tiles_beat_untiled_by_16x():
     tiled = sched.traffic()
     ty, tx = kernel.tile_sizes
     assert tiled.total_bytes == n * n * (n // tx + n // ty + 2) * 4
+    # the register micro-tile: C *= beta on its own (C read and written once), then 64 x 64 tiles
+    micro = pf.schedule(K.gemm, target="cuda", params=params).traffic()
+    assert micro.total_bytes == n * n * (2 + n // 64 + n // 64 + 2) * 4
     assert tiled.total_bytes * 16 <= untiled.total_bytes
     assert any("tile search" in note for note in sched.notes)
 

@@ -42,6 +42,7 @@ from polyfuse.codegen.ast import (
 )
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.codegen.cuda_mapping import atomic_mapped_bands, mapping_info, thread_member_values
+from polyfuse.codegen.cuda_micro import COPY_PRELUDE, MicroKernel, launch_bounds
 from polyfuse.codegen.cuda_rows import BLOCK_REDUCE_PRELUDE, print_cyclic_for, print_row_mark
 from polyfuse.codegen.cuda_values import value_text
 from polyfuse.codegen.host_plan import KernelArg, Launch, host_plan_from_ast, mapped_lower_bounds, mapped_ranges
@@ -70,7 +71,7 @@ __device__ __forceinline__ long long pf_floormod(long long a, long long b)
 }
 __device__ __forceinline__ long long pf_min(long long a, long long b) { return a < b ? a : b; }
 __device__ __forceinline__ long long pf_max(long long a, long long b) { return a > b ? a : b; }
-""" + BLOCK_REDUCE_PRELUDE
+""" + BLOCK_REDUCE_PRELUDE + COPY_PRELUDE
 
 
 
@@ -349,6 +350,8 @@ def generate_cuda(sched: Schedule) -> Code:
                 if shared_copies and prefix == "threadIdx":  # copy lanes count from 0: the axis starts there at the latest
                     ranges[prefix][it] = (f"min({rng[k][0]}, 0)", rng[k][1])
                     origins[it] = dialect.min([lows[k], "0"])
+        if kernel.microtile is not None:  # a register micro-tile: the printer of its plan (cuda_micro.py)
+            return _micro_launch(program, sched, kernel, fname, dialect, axes, origins, ranges, host_iters, kernels_text)
         printer = KernelPrinter(program, dialect, axes)
         printer.origins = origins
         if CYCLIC_MARK in info:
@@ -379,6 +382,23 @@ def generate_cuda(sched: Schedule) -> Code:
     return Code(text, "cuda", tuple(sched.kernels), plan.kernels[0] if plan.kernels else "", signature, (), plan)
 
 
+def _micro_launch(program: Program, sched: Schedule, kernel: Kernel, fname: str, dialect: CudaDialect, axes: Mapping[str, str],
+                  origins: Mapping[str, str], ranges: Mapping[str, Mapping[str, tuple[str, str]]], host_iters: tuple[str, ...],
+                  kernels_text: list[str]) -> Launch:
+    """The launch of a micro-tiled kernel, its source appended to ``kernels_text``: one block per tile of
+    the grid band (stride 1: tile indices), ``kernel.block`` threads."""
+    plan = kernel.microtile
+    grid_iterators = [it for it, ax in axes.items() if ax.startswith("blockIdx")]
+    body = MicroKernel(program, plan, dialect, _size_context(program, sched.params), origins, grid_iterators, sched.reassociate).build()
+    printer = KernelPrinter(program, dialect, {it: ax for it, ax in axes.items() if ax.startswith("blockIdx")})
+    printer.arrays, printer.scalars = body.arrays, body.scalars
+    printer.statements, printer.lines = [plan.statement], body.shared + body.lines
+    args = _kernel_args(program, printer, host_iters)
+    kernels_text.append(_kernel_source(fname, kernel, args, printer, dict(printer.axes), dialect, launch_bounds(plan), str(plan)))
+    grid = _extents(ranges.get("blockIdx", {}), {})
+    return Launch(fname, grid or ("1",), tuple(str(b) for b in kernel.block), args)
+
+
 def _extents(ranges: Mapping[str, tuple[str, str]], strides: Mapping[str, int]) -> tuple[str, ...]:
     """Python expressions of the launch extents, CUDA's x (the innermost member) first."""
     out = []
@@ -399,7 +419,7 @@ def _kernel_args(program: Program, printer: KernelPrinter, host_iters: Sequence[
 
 
 def _kernel_source(fname: str, kernel: Kernel, args: Sequence[KernelArg], printer: KernelPrinter,
-                   axes: Mapping[str, str], dialect: CudaDialect) -> str:
+                   axes: Mapping[str, str], dialect: CudaDialect, bounds: str = "", note: str = "") -> str:
     params = []
     for a in args:
         if a.kind == "array":
@@ -420,10 +440,12 @@ def _kernel_source(fname: str, kernel: Kernel, args: Sequence[KernelArg], printe
         else:
             registers.append(f"  {b.dtype.c_name} {n};  /* {b.array}: promoted to a register */")
     header = [f"/* kernel {fname}: {', '.join(dict.fromkeys(printer.statements))}"]
+    if note:
+        header.append(f" * {note}")
     if axes:
         header.append(" * mapping: " + ", ".join(f"{it} -> {ax}" for it, ax in axes.items()))
     header.append(" */")
-    sig = f'extern "C" __global__ void {fname}(' + ",\n    ".join(params) + ")"
+    sig = f'extern "C" __global__ void {bounds}{fname}(' + ",\n    ".join(params) + ")"
     return "\n".join([*header, sig, "{", *registers, *printer.lines, "}", ""])
 
 

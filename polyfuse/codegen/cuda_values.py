@@ -4,6 +4,7 @@ their type, literals, C's truncating integer division where the program asks for
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from polyfuse.codegen.ast import CDialect, StatementCall, expr_to_text
 from polyfuse.errors import CodegenError
@@ -12,12 +13,18 @@ from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Log
 _FLOAT_FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "abs": "fabs", "max": "fmax", "min": "fmin", "pow": "pow"}
 
 
-def value_text(e: Expr, call: StatementCall, dialect: CDialect) -> str:
-    """The CUDA expression of a statement's right-hand side (or a part of it)."""
-    v = lambda x: value_text(x, call, dialect)  # noqa: E731
+def value_text(e: Expr, call: StatementCall | None, dialect: CDialect, reads: Mapping[int, str] | None = None) -> str:
+    """The CUDA expression of a statement's right-hand side (or a part of it). ``reads``: the text of
+    each read by access number, where the caller has it in hand (a register micro-tile's fragments)
+    instead of the AST's accesses in ``call``."""
+    v = lambda x: value_text(x, call, dialect, reads)  # noqa: E731
     if isinstance(e, Const):
         return _literal(e)
     if isinstance(e, Read):
+        if reads is not None and e.access in reads:
+            return reads[e.access]
+        if call is None:
+            raise CodegenError(f"no text for read {e.access} of a statement printed without its AST")
         return expr_to_text(call.accesses[e.access], dialect)
     if isinstance(e, ScalarArg):
         return e.name

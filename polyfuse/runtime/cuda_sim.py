@@ -34,12 +34,13 @@ from polyfuse.codegen.host_plan import HostPlan, Launch, run_host_plan
 from polyfuse.errors import CodegenError, RuntimeUnavailable, ShapeError, SimulationError
 from polyfuse.runtime.cache import cache_key, cached_artifact
 from polyfuse.runtime.cuda import _check_extents, _pad3
+from polyfuse.runtime.cuda_sim_copies import ASYNC_COPIES
 from polyfuse.runtime.cuda_sim_core import SIM_CORE
 
 CXX_FLAGS = ("-O1", "-std=c++17", "-shared", "-fPIC", "-w")
 _POINTER = re.compile(r"(const )?([A-Za-z_][A-Za-z0-9_ ]*?)\* __restrict__ ([A-Za-z_][A-Za-z0-9_]*)")
-_SHARED = re.compile(r"__shared__ ([A-Za-z_][A-Za-z0-9_ ]*?) ([A-Za-z_][A-Za-z0-9_]*)((?:\[[^\]]+\])+);")
-_KERNEL = re.compile(r"__global__ void ([A-Za-z_][A-Za-z0-9_]*)\(")
+_SHARED = re.compile(r"__shared__ (?:__align__\(\d+\) )?([A-Za-z_][A-Za-z0-9_ ]*?) ([A-Za-z_][A-Za-z0-9_]*)((?:\[[^\]]+\])+);")
+_KERNEL = re.compile(r"__global__ void (?:__launch_bounds__\([^)]*\) )?([A-Za-z_][A-Za-z0-9_]*)\(")
 _SYNCHRONISING = ("__syncthreads()", "pf_block_", "__shfl_")
 
 
@@ -105,7 +106,7 @@ def _synchronises(text: str, kernel: str) -> bool:
 
 def simulator_source(codes: Sequence[tuple[str, Code]]) -> str:
     """One C++ translation unit simulating every ``(prefix, code)`` (prefixes keep kernels apart)."""
-    parts = [SIM_CORE]
+    parts = [SIM_CORE + ASYNC_COPIES]
     for prefix, code in codes:
         text, _ = instrument(code.text if len(parts) == 1 else code.text.replace(PRELUDE, ""), prefix)
         parts.append(text)

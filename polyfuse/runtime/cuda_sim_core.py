@@ -23,7 +23,8 @@ shuffle) stops the launch with a report.
 ``atomicAdd`` on a global element is an atomic update: several threads' atomics never conflict, but an
 atomic and a plain access of other threads, unordered, do. What it does not model: warp-synchronous
 programming without shuffles (threads of one warp are not assumed to run in lockstep, which is stricter
-than the hardware), memory fences, other atomics, and ``cp.async`` (none is generated yet).
+than the hardware), memory fences and other atomics. ``cp.async`` is modelled in ``cuda_sim_copies.py``
+(each fiber keeps its copies in flight, committed in groups).
 """
 
 SIM_CORE = r"""
@@ -50,7 +51,13 @@ static pf_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace pfsim {
 enum State { RUNNING, AT_BARRIER, AT_SHUFFLE, DONE };
+struct Array;
+struct Copy {            /* a cp.async issued and not landed yet */
+  void* dst; Array* array; long long flat; const void* src; int bytes, count;
+};
 struct Fiber {
+  std::vector<std::vector<Copy>> groups;  /* committed cp.async groups, oldest first */
+  std::vector<Copy> open;                 /* issued since the last commit */
   ucontext_t ctx;
   State state;
   int line;              /* of the __syncthreads() it waits at */

@@ -65,6 +65,7 @@ from polyfuse.schedule.model import BASE_KEY, Schedule
 from polyfuse.schedule.movement.data_movement import data_movement
 from polyfuse.schedule.privatize import contract, temporaries
 from polyfuse.schedule.text import read_schedule
+from polyfuse.schedule.tiling.cuda_microtile import cuda_candidate
 from polyfuse.schedule.tiling.microtile import distribute_contractions
 from polyfuse.schedule.tiling.sizes import validate_tile
 
@@ -196,10 +197,10 @@ def _only_fine_grained(sched: Schedule, explicit) -> bool:
 
 
 def _map_and_check(prog, base, view, target, tile, params, search, microtiles: bool, cache_bytes: int | None = None,
-                   parallel: Mapping[str, tuple[str, ...]] | None = None):
+                   parallel: Mapping[str, tuple[str, ...]] | None = None, shared_memory: int = 49152):
     """Host/kernel split, tiling and mapping, contraction of temporaries, and the legality check."""
     mapper = Mapper(prog, target, tile, params, choose=search, microtiles=microtiles, cache_bytes=cache_bytes, parallel=parallel,
-                    view=view)
+                    view=view, shared_memory=shared_memory)
     tree = split(base.get_root(), mapper).get_schedule()
     kernels = tuple(mapper.kernels)
     privatized = contract(prog, tree, kernels, view)
@@ -339,6 +340,12 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits, para
         try:
             mapped = _map_and_check(prog, distribute_contractions(prog, base, view), view, target, tile, params, search, True,
                                     limits.cache_bytes, parallel=parallel)
+        except IllegalTransformError:
+            pass
+    if target == "cuda" and tile == "auto" and not parallel:  # register micro-tiles (tiling/cuda_microtile.py)
+        try:
+            mapped = _map_and_check(prog, distribute_contractions(prog, base, view, functools.partial(cuda_candidate, shared_limit=limits.shared_memory)), view, target, tile, params,
+                                    search, True, parallel=parallel, shared_memory=limits.shared_memory)
         except IllegalTransformError:
             pass
     if mapped is None:

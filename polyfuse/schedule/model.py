@@ -78,6 +78,7 @@ class Kernel:
     tile_sizes: tuple[int, ...] = ()  # sizes of the kernel's tile loops (outermost first); () = untiled
     serial: str = ""  # why a kernel with a parallel loop runs on one thread anyway ("" when it does not)
     reduction: str = ""  # CUDA: how the threads share a reduction into one element (block_reductions.py)
+    microtile: Any = None  # CUDA: the register micro-tile plan its printer follows (tiling/cuda_microtile.py)
 
     @property
     def without_parallel_loop(self) -> bool:
@@ -179,6 +180,8 @@ class Schedule:
             lines.append(f"  {k.name}: {', '.join(k.statements)}" + (f"  {launch}" if k.grid else ""))
             if k.reduction:
                 lines.append(f"  {k.name}: parallel reduction: {k.reduction}")
+            if k.microtile is not None:
+                lines.append(f"  {k.name}: {k.microtile}")
             elif k.parallel_depth == 0:
                 lines.append(f"  {k.name}: sequential: {self._sequential_reason(k)}")
         for d in self.decisions:

@@ -277,6 +277,60 @@ class Gen:
         self.emit(depth + 1, f"{self.access(arr, inner_its)} = {self.value(inner_its, is_int, '=', [acc])}")
         self.n_statements += 3
 
+    def contraction(self, depth: int, its: list[Iterator]) -> int:
+        """``C[i, j] (= init;) for k: C[i, j] += f(R[i, k] or R[k, i], L[k, j] or L[j, k])`` over rectangular
+        loops (the register micro-tiles' shape, C and CUDA); 0 statements when no arrays fit (then the
+        caller emits something else), else 1 or 2. Floats only: the product of two data values."""
+        if self.dtype == "i32":
+            return 0
+        ready = [a for a in self.arrays if a.ready and len(a.shape) == 2 and a.dtype == self.dtype]
+        targets = [a for a in ready if a.writable]
+        if not targets or self.chance(0.3):  # (a matrix of its own: the arguments so far may have no 2-D one)
+            targets = [self.matrix("C", self.pick(SIZE_NAMES), self.pick(SIZE_NAMES), True)]
+        c = self.pick(targets)
+        xi, xj, xk = c.shape[0].size, c.shape[1].size, self.pick(SIZE_NAMES)
+        names = [self.fresh_iter() for _ in range(3)]
+        i, j, k = names
+
+        def operand(size: str) -> list[str]:  # reads moving with ``size``'s iterator and k
+            it = {xi: i, xj: j}.get(size)
+            out = []
+            for a in ready:
+                if (a.shape[0].size, a.shape[1].size) == (size, xk):
+                    out.append(f"{a.name}[{it}, {k}]")
+                if (a.shape[0].size, a.shape[1].size) == (xk, size):
+                    out.append(f"{a.name}[{k}, {it}]")
+            return out
+
+        rows = [r for r in operand(xi) if f"[{i}," in r or f", {i}]" in r]
+        lanes = [r for r in operand(xj) if f"[{j}," in r or f", {j}]" in r]
+        if xi == xj:  # (the same size: the operands above name i; give the lane ones j)
+            lanes = [r.replace(f"[{i},", f"[{j},").replace(f", {i}]", f", {j}]") for r in rows]
+        if not rows or self.chance(0.5):  # an input of its own, k contiguous or not
+            rows = [f"{self.matrix('R', xi, xk).name}[{i}, {k}]"] if self.chance(0.7) else [f"{self.matrix('R', xk, xi).name}[{k}, {i}]"]
+        if not lanes or self.chance(0.5):
+            lanes = [f"{self.matrix('L', xk, xj).name}[{k}, {j}]"] if self.chance(0.7) else [f"{self.matrix('L', xj, xk).name}[{j}, {k}]"]
+        r, l = self.pick(rows), self.pick(lanes)
+        forms = [f"{r} * {l}", f"({r} + 1.0) * {l}", f"{r} * {l} - {l}"] + ([f"alpha * {r} * {l}"] if self.scalar else [])
+        starts = {n: self.pick(["", "1, "]) for n in names}
+        self.emit(depth, f"for {i} in range({starts[i]}{xi}):")
+        self.emit(depth + 1, f"for {j} in range({starts[j]}{xj}):")
+        count = 1
+        if self.chance(0.5):
+            ij = its + [Iterator(i, Extent(xi, 1, 0)), Iterator(j, Extent(xj, 1, 0))]
+            self.emit(depth + 2, f"{c.name}[{i}, {j}] {self.pick(['=', '*='])} {self.value(ij, False, '=')}")
+            count = 2
+        self.emit(depth + 2, f"for {k} in range({starts[k]}{xk}):")
+        self.emit(depth + 3, f"{c.name}[{i}, {j}] += {self.pick(forms)}")
+        self.n_statements += count
+        return count
+
+    def matrix(self, prefix: str, rows: str, cols: str, writable: bool = False) -> ArrayDecl:
+        """A new 2-D argument of the program's type, ``rows + 3`` by ``cols + 3``."""
+        arr = ArrayDecl(f"{prefix}{len(self.arrays)}", (Extent(rows, 1, PAD), Extent(cols, 1, PAD)), self.dtype, writable=writable)
+        self.arrays.append(arr)
+        return arr
+
     def fill(self, depth: int, arr: ArrayDecl, its: list[Iterator]) -> None:
         """A nest writing every element of the temporary ``arr``."""
         inner = list(its)
@@ -292,7 +346,11 @@ class Gen:
     def body(self, depth: int, its: list[Iterator], budget: int, max_levels: int) -> None:
         while budget > 0:
             pending = [a for a in self.arrays if a.temp and not a.ready]
-            choice = self.pick(["nest"] * 3 + (["acc"] if budget >= 3 and max_levels >= 2 else []) + (["fill"] if pending else []))
+            choice = self.pick(["nest"] * 3 + (["acc"] if budget >= 3 and max_levels >= 2 else []) + (["fill"] if pending else [])
+                               + (["contraction"] if budget >= 2 and max_levels >= 3 else []))
+            if choice == "contraction" and self.contraction(depth, its):
+                budget -= 2
+                continue
             if choice == "fill":
                 self.fill(depth, pending[0], its)
                 budget -= 1

@@ -155,7 +155,9 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
         loses = (bytes_u < bytes_f or lost > 0 or strided > 0 or starves) and not less_parallel
         names = " | ".join("+".join(p.statements) for p in parts)
         verdict = ("kept fused (unfused would be less parallel)" if less_parallel and (bytes_u < bytes_f or lost > 0 or strided > 0 or starves) else
-                   f"fusion leaves the GPU {_threads(kf)} thread(s) for {starved_f[kf.name]} statement instances: distributed"
+                   (f"fusion leaves the GPU {_threads(kf)} thread(s) for {starved_f[kf.name]} statement instances: distributed"
+                    if starved_f[kf.name] else "fusion maps one dimension to the GPU's threads where apart the statements map "
+                    "two or more (at unknown sizes that dimension may be a batch of one): distributed")
                    if loses and starves else
                    f"fusion loses the register micro-tile of {lost} contraction(s): distributed" if loses and lost > 0 else
                    f"fusion makes {strided} access(es) x instances stride along the innermost loop: distributed"
@@ -223,7 +225,8 @@ def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | 
     if worse:
         why = ("it keeps fewer register micro-tiles" if least.microtiles < chosen.microtiles else
                f"it runs {least.starved} kernel(s) starved of GPU threads (fewer than {STARVED_THREADS} threads for at least "
-               f"{STARVED_WORK} statement instances), against {chosen.starved}" if least.starved > chosen.starved else
+               f"{STARVED_WORK} statement instances or, at unknown sizes, one mapped dimension where two are possible), against "
+               f"{chosen.starved}" if least.starved > chosen.starved else
                f"more of its innermost loops stride through memory ({least.strided} vs {chosen.strided} access(es) x instances)")
         line += f", although {least.label} moves fewer bytes ({least.bytes} B{_micro_text(least)}): {why}"
     if cheapest.rating < chosen.rating:  # (only where it is less parallel: a note, not a warning)
@@ -278,6 +281,9 @@ def _microtiles(sched: Schedule) -> dict[str, int]:
             walk(node.child(k), kernel)
 
     walk(sched.tree.get_root(), None)
+    for k in sched.kernels:  # CUDA: the plan rides on the kernel (``tiling/cuda_microtile.py``)
+        if getattr(k, "microtile", None) is not None and worth(k.microtile):
+            out[k.name] = out.get(k.name, 0) + 1
     return out
 
 
@@ -396,9 +402,15 @@ into one kernel parallel over its 8 heads only: 8 threads for 2 x 10^8 instances
 
 def _starved(sched: Schedule) -> dict[str, int]:
     """CUDA, at the schedule's sizes: the kernels launching fewer than :data:`STARVED_THREADS` threads for at
-    least :data:`STARVED_WORK` statement instances (name -> instances); empty on C or without sizes."""
-    if sched.target != "cuda" or any(p not in (sched.params or {}) for p in sched.program.params):
+    least :data:`STARVED_WORK` statement instances (name -> instances); empty on C. Without every size the
+    thread count is unknown: a kernel whose threads run along one dimension only while some statement of
+    it has three or more counts as starved (value 0), since that dimension may be a batch of one (a
+    convolution fused with its padding is parallel over the images only)."""
+    if sched.target != "cuda":
         return {}
+    if any(p not in (sched.params or {}) for p in sched.program.params):
+        return {k.name: 0 for k in sched.kernels
+                if k.parallel_depth == 1 and any(sched.program.statement(s).depth >= 3 for s in k.statements)}
     fixed = {p: int(v) for p, v in sched.params.items()}
     out = {}
     for k in sched.kernels:

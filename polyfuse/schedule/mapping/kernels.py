@@ -33,6 +33,7 @@ from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, T, member_map, prefix_through
 from polyfuse.schedule.mapping.choices import Choices, chosen_in, lead_with
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
+from polyfuse.schedule.tiling.cuda_microtile import SHARED_LIMIT, cuda_contraction
 from polyfuse.schedule.tiling.interchange import stride_one_innermost
 from polyfuse.schedule.tiling.jam import mark_jam
 from polyfuse.schedule.tiling.microtile import find_contraction, lane_tile, micro_tile, reorder
@@ -90,11 +91,12 @@ class Mapper:
 
     def __init__(self, prog: Program, target: str, tile, params: Mapping[str, int] | None, choose=None,
                  microtiles: bool = False, cache_bytes: int | None = None, parallel: Choices | None = None,
-                 view: DepView | None = None) -> None:
+                 view: DepView | None = None, shared_memory: int = SHARED_LIMIT) -> None:
         self.prog = prog
         self.view = view  # the dependences, for the C kernel shapes that ask them (``jam.py``)
         self.microtiles = microtiles  # C: register micro-tiles for contraction bands (``microtile.py``)
         self.cache_bytes = cache_bytes
+        self.shared_memory = shared_memory  # CUDA: static shared memory a block may use (micro-tiles' operand tiles)
         self.target = target
         self.tile = tile
         self.params = params
@@ -119,6 +121,11 @@ class Mapper:
             shapes = self.target == "c" and chosen is None
             micro = self._micro(node, stmts) if shapes else None
             n_rows = row_members(self.prog, node) if shapes and micro is None and self.microtiles and _auto(self.tile, stmts) else 0
+            cuda_micro = self._cuda_micro(node, stmts) if self.target == "cuda" and chosen is None else None
+            if cuda_micro is not None:
+                node, plan = cuda_micro
+                return self._cuda(node, name, stmts, domain, flat, (1,) * len(plan.batch) + (plan.block_rows, plan.block_lanes),
+                                  plan)
             if micro is not None:
                 node, sizes = micro
             elif n_rows:
@@ -253,6 +260,13 @@ class Mapper:
         row_tiles = -(-enough // lanes) if lane_extent else 8
         return micro_tile(self.prog, node, found, self.cache_bytes, rows, self._extent, row_tiles)
 
+    def _cuda_micro(self, node: isl.ScheduleNode, stmts: tuple[str, ...]):
+        """CUDA: the band reordered for a register micro-tile and its plan (``tiling/cuda_microtile.py``)
+        when it is a lone rectangular contraction and micro-tiles are on; else ``None``."""
+        if not self.microtiles or len(stmts) != 1 or not _auto(self.tile, stmts):
+            return None
+        return cuda_contraction(self.prog, node, self.shared_memory)
+
     def _cuda_layout(self, node: isl.ScheduleNode, stmts: tuple[str, ...], n_par: int,
                      sizes: tuple[int, ...]) -> tuple[isl.ScheduleNode, tuple[int, ...]]:
         """CUDA: the band with its mapped members first (:meth:`_thread_members_first`) and their tile
@@ -304,14 +318,20 @@ class Mapper:
         bounds = self._bounds(node, k)
         return bounds[1] - bounds[0] + 1 if bounds else 0
 
-    def _cuda(self, node, name, stmts, domain, flat, sizes) -> isl.ScheduleNode:
+    def _cuda(self, node, name, stmts, domain, flat, sizes, microtile=None) -> isl.ScheduleNode:
         n = len(sizes)
         node = tile_band(node, sizes)  # tile band: exactly the n mapped members
         point = node.child(0)
         grid = tuple(reversed([self._extent(node, k) for k in range(n)]))
         block = tuple(reversed([min(s, self._extent(point, k) or s) for k, s in enumerate(sizes)]))
+        shared = 0
+        if microtile is not None:  # 16 x 16 threads, each a register tile of the block's outputs
+            block = microtile.threads + (1,) * (n - 2)
+            shared = microtile.shared_bytes({r.access: itemsize(self.prog, self.prog.statement(microtile.statement).accesses[r.access].array)
+                                              for r in microtile.staged})
         outer, thread = prefix_through(node, 0), prefix_through(point, n)
-        kernel = Kernel(name, stmts, grid=grid, block=block, parallel_depth=n, tile_sizes=tuple(sizes))
+        kernel = Kernel(name, stmts, grid=grid, block=block, parallel_depth=n, tile_sizes=tuple(sizes), shared_bytes=shared,
+                        microtile=microtile)
         self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat + 2 * n))
         node = point.insert_mark(isl.Id(BLOCK_MARK)).parent()
         node = node.insert_mark(isl.Id(GRID_MARK))

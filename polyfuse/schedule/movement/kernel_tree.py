@@ -38,7 +38,10 @@ def kernel_mark(tree: isl.Schedule, n: int) -> isl.ScheduleNode:
 
 
 def kernel_parts(mark: isl.ScheduleNode) -> tuple[isl.ScheduleNode, isl.ScheduleNode] | None:
-    """(tile band, block mark) of a CUDA kernel laid out as ``mapping.py`` does, else None."""
+    """(tile band, block mark) of a CUDA kernel laid out as ``mapping.py`` does, else None (also for a
+    kernel with a register micro-tile: its printer moves its data, ``tiling/cuda_microtile.py``)."""
+    if getattr(mark.mark_get_id().user, "microtile", None) is not None:
+        return None
     grid = mark.child(0)
     if grid.get_type() != T.mark or grid.mark_get_id().get_name() != GRID_MARK:
         return None

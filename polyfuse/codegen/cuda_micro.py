@@ -1,0 +1,345 @@
+"""The CUDA kernel of a register micro-tile (``schedule/tiling/cuda_microtile.py`` states the plan and
+why): block tile, stages of ``k`` copied into shared memory with ``cp.async`` several steps ahead, and a
+register tile of accumulators per thread.
+
+Shape of the printed kernel (``S`` stages, ``BK`` the step of ``k``)::
+
+    acc[r][c] = X[i][j] for the thread's rows i = i0 + ty + 16 r and lanes j = j0 + tx + 16 c in bounds
+    steps 0 .. S-2: copy into stages 0 .. S-2 (one commit group each)
+    for each step s:
+        wait until step s has landed (at most S-2 groups pending); __syncthreads()
+        copy step s+S-1 into stage (s-1) % S, the one every thread finished with before the barrier; commit
+        for each k of step s: load fragments from stage s % S, acc[r][c] += value
+    X[i][j] = acc[r][c] for the elements in bounds
+
+Copies move 16 bytes at a time where the global address is aligned and the whole vector is inside the
+bounds (a run-time test per vector), one element otherwise; elements outside the bounds are stored as 0
+so that no thread reads shared memory nobody wrote. Rows and lanes of the tile outside the bounds are
+computed on those zeros and never stored; the last step runs over its valid ``k`` only, so each element
+sums exactly its own terms, in the order of ``k``. Everything is block-uniform except the final stores,
+so every thread reaches every barrier. The copies and ``pf_copy_*`` helpers are in ``PRELUDE``
+(``cuda.py``): ``cp.async`` on sm_80 and later, plain copies before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import islpy as isl
+
+from polyfuse.codegen.ast import as_operand, expr_to_text
+from polyfuse.codegen.cuda_values import value_text
+from polyfuse.errors import CodegenError
+from polyfuse.ir.expr import ScalarArg
+from polyfuse.ir.program import Program, Statement
+from polyfuse.schedule.tiling.cuda_microtile import CudaMicroTile, StagedRead
+from polyfuse.schedule.tiling.microtile import access_coefficients
+
+COPY_PRELUDE = r"""
+/* asynchronous global -> shared copies (the register micro-tiles' operand tiles, below):
+   cp.async on sm_80 and later, where a copy has landed once pf_copy_wait<N>() leaves at most N of the
+   thread's committed groups pending; plain copies before sm_80 */
+#ifdef __CUDACC__
+template <typename T> __device__ __forceinline__ bool pf_aligned16(const T* p) { return ((unsigned long long) p & 15) == 0; }
+template <typename T> __device__ __forceinline__ void pf_copy_async(T& dst, const T* __restrict__ src, long long i)
+{
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"((unsigned) __cvta_generic_to_shared(&dst)), "l"(src + i), "n"(sizeof(T)) : "memory");
+#else
+  dst = src[i];
+#endif
+}
+template <typename T> __device__ __forceinline__ void pf_copy_async16(T& dst, const T* __restrict__ src, long long i)
+{
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"((unsigned) __cvta_generic_to_shared(&dst)), "l"(src + i) : "memory");
+#else
+  *(int4*) &dst = *(const int4*) (src + i);
+#endif
+}
+__device__ __forceinline__ void pf_copy_commit(void)
+{
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void pf_copy_wait(void)
+{
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+#endif
+}
+#endif
+"""
+
+ROW, LANE, RED, BATCH = "pf_i", "pf_j", "pf_k", "pf_b"
+"""The C names of the rows, lane, reduction and batch iterators inside the kernel."""
+
+
+class MicroKernel:
+    """The body of one micro-tiled kernel: ``lines`` (indented one level), the arrays it touches (name ->
+    written) and the scalar arguments its value reads, for the kernel's signature (``cuda.py``)."""
+
+    def __init__(self, program: Program, plan: CudaMicroTile, dialect, context: isl.Set | None,
+                 origins: Mapping[str, str], grid_iterators: Sequence[str], reassociate: bool = True) -> None:
+        self.program = program
+        self.reassociate = reassociate  # the accumulators start at 0 and the element is added last
+        self.plan = plan
+        self.stmt: Statement = program.statement(plan.statement)
+        self.dialect = dialect
+        self.context = context
+        self.origins = origins
+        self.grid_iterators = tuple(grid_iterators)  # the tile band's iterators: (batch,) rows, lane
+        names = self.stmt.iterators
+        self.var = {names.index(plan.rows): ROW, names.index(plan.lane): LANE, names.index(plan.reduction): RED}
+        for b in plan.batch:
+            self.var[names.index(b)] = BATCH
+        self.type = program.arrays[self.stmt.write.array].dtype.c_name
+        self.lines: list[str] = []
+        self.arrays: dict[str, bool] = {}
+        self.scalars = {n.name for n in self.stmt.value.walk() if isinstance(n, ScalarArg)}
+        self.shared: list[str] = []
+
+    # ----- names and expressions ----------------------------------------------------------------------
+
+    def tile_name(self, r: StagedRead) -> str:
+        return f"pf_{self.stmt.accesses[r.access].array}_{r.side}{r.access}"
+
+    def _bounds(self, iterator: str) -> tuple[str, str]:
+        """The first and last value of ``iterator`` over the statement's domain (a function of the sizes)."""
+        dom = self.stmt.domain.intersect_params(self.program.context)
+        d = self.stmt.iterators.index(iterator)
+        ctx = self.context if self.context is not None else self.program.context.params()
+        build = isl.AstBuild.from_context(ctx)
+        lo = build.expr_from_pw_aff(dom.dim_min(d).gist_params(ctx))
+        hi = build.expr_from_pw_aff(dom.dim_max(d).gist_params(ctx))
+        return expr_to_text(lo, self.dialect), expr_to_text(hi, self.dialect)
+
+    def _flat(self, access: int, values: Mapping[int, str]) -> str:
+        """The flat index of access ``access`` with iterator ``d`` standing for ``values[d]``."""
+        acc = self.stmt.accesses[access]
+        coeffs = access_coefficients(acc.relation)
+        if coeffs is None:
+            raise CodegenError(f"{self.stmt.name}: access to {acc.array} is not affine (micro-tile)")
+        indices = []
+        for its, params, const in coeffs:
+            terms = [f"{c} * {as_operand(values[d])}" if c != 1 else as_operand(values[d]) for d, c in enumerate(its) if c]
+            terms += [f"{c} * {p}" if c != 1 else p for p, c in params.items() if c]
+            if const or not terms:
+                terms.append(str(const))
+            indices.append("(" + " + ".join(terms) + ")" if len(terms) > 1 else terms[0])
+        text = self.dialect.access(acc.array, indices)
+        return text[len(acc.array) + 1:-1]
+
+    def _in_bounds(self, d: int, value: str) -> str:
+        v = as_operand(value)
+        return f"{v} >= {self.var[d]}_lo && {v} <= {self.var[d]}_hi"
+
+    def emit(self, text: str, depth: int = 1) -> None:
+        self.lines.append("  " * depth + text)
+
+    # ----- the kernel ---------------------------------------------------------------------------------
+
+    def build(self) -> MicroKernel:
+        plan, stmt = self.plan, self.stmt
+        tx, ty = plan.threads
+        write = stmt.write.array
+        self.arrays[write] = True
+        for r in plan.staged:
+            self.arrays.setdefault(stmt.accesses[r.access].array, False)
+        for k, acc in enumerate(stmt.accesses):
+            if k != stmt.target:
+                self.arrays.setdefault(acc.array, False)
+        for r in plan.staged:
+            outer, inner = plan.tile_shape(r)
+            ctype = self.program.arrays[stmt.accesses[r.access].array].dtype.c_name
+            what = f"{plan.rows} x {plan.reduction}" if r.side == "rows" else f"{plan.reduction} x {plan.lane}"
+            self.shared.append(f"  __shared__ __align__(16) {ctype} {self.tile_name(r)}[{plan.stages}][{outer}][{inner + plan.padded(r)}];"
+                               f"  /* {stmt.accesses[r.access].array}: {what} of {plan.stages} steps */")
+        iters = self.grid_iterators
+        if plan.batch:
+            self.emit(f"const long long {BATCH} = {_plus(self.origins[iters[0]], 'blockIdx.z')};  /* {plan.batch[0]} */")
+        self.emit(f"const long long pf_i0 = {plan.block_rows} * ({_plus(self.origins[iters[-2]], 'blockIdx.y')});  /* first {plan.rows} of the block */")
+        self.emit(f"const long long pf_j0 = {plan.block_lanes} * ({_plus(self.origins[iters[-1]], 'blockIdx.x')});  /* first {plan.lane} */")
+        self.emit("const int pf_tx = (int) threadIdx.x, pf_ty = (int) threadIdx.y;")
+        self.emit(f"const int pf_tid = pf_ty * {tx} + pf_tx;")
+        for name, it in (("pf_i", plan.rows), ("pf_j", plan.lane), ("pf_k", plan.reduction), *([("pf_b", plan.batch[0])] if plan.batch else [])):
+            lo, hi = self._bounds(it)
+            self.emit(f"const long long {name}_lo = {lo}, {name}_hi = {hi};  /* {it} */")
+        if plan.batch:
+            self.emit(f"if ({BATCH} < pf_b_lo || {BATCH} > pf_b_hi) return;  /* the whole block: no barrier is skipped */")
+        self.emit(f"const int pf_steps = pf_k_hi >= pf_k_lo ? (int) ((pf_k_hi - pf_k_lo) / {plan.k_stage} + 1) : 0;")
+        self.emit("if (pf_steps == 0) return;  /* no instance: the whole block returns */")
+        self._accumulators(load=True)
+        self.emit(f"/* steps 0 .. {plan.stages - 2} in flight before the first compute */")
+        self.emit(f"for (int pf_p = 0; pf_p < {plan.stages - 1}; pf_p++) {{")
+        self.emit("if (pf_p < pf_steps) {", 2)
+        self._copies("pf_p", "pf_p", 3)
+        self.emit("}", 2)
+        self.emit("pf_copy_commit();", 2)
+        self.emit("}")
+        self.emit(f"int pf_cs = 0, pf_ls = {plan.stages - 1};  /* the stages computed and copied into at step pf_s */")
+        self.emit("for (int pf_s = 0; pf_s < pf_steps; pf_s++) {")
+        self.emit(f"pf_copy_wait<{plan.stages - 2}>();  /* this thread's copies of step pf_s have landed */", 2)
+        self.emit("__syncthreads();  /* everyone's have, and everyone is done with step pf_s - 1 */", 2)
+        self.emit("{", 2)
+        self.emit(f"const int pf_n = pf_s + {plan.stages - 1};", 3)
+        self.emit("if (pf_n < pf_steps) {", 3)
+        self._copies("pf_n", "pf_ls", 4)
+        self.emit("}", 3)
+        self.emit("pf_copy_commit();", 3)
+        self.emit("}", 2)
+        self._compute("pf_cs", 2)
+        self.emit(f"pf_cs = pf_cs == {plan.stages - 1} ? 0 : pf_cs + 1;", 2)
+        self.emit(f"pf_ls = pf_ls == {plan.stages - 1} ? 0 : pf_ls + 1;", 2)
+        self.emit("}")
+        self._accumulators(load=False)
+        return self
+
+    def _thread_loops(self, depth: int, body) -> None:
+        plan = self.plan
+        ty, tx = plan.threads[1], plan.threads[0]
+        self.emit("#pragma unroll", depth)
+        self.emit(f"for (int pf_r = 0; pf_r < {plan.thread_rows}; pf_r++) {{", depth)
+        self.emit(f"const long long {ROW} = pf_i0 + pf_ty + {ty} * pf_r;", depth + 1)
+        self.emit("#pragma unroll", depth + 1)
+        self.emit(f"for (int pf_c = 0; pf_c < {plan.thread_lanes}; pf_c++) {{", depth + 1)
+        self.emit(f"const long long {LANE} = pf_j0 + pf_tx + {tx} * pf_c;", depth + 2)
+        body(depth + 2)
+        self.emit("}", depth + 1)
+        self.emit("}", depth)
+
+    def _accumulators(self, load: bool) -> None:
+        plan, stmt = self.plan, self.stmt
+        values = {d: v for d, v in self.var.items()}
+        flat = self._flat(stmt.target, values)
+        target = f"{stmt.write.array}[{flat}]"
+        inside = " && ".join([self._in_bounds(d, v) for d, v in self.var.items() if v in (ROW, LANE)])
+        if load and self.reassociate:
+            self.emit(f"{self.type} pf_acc[{plan.thread_rows}][{plan.thread_lanes}];  /* the thread's sums, in registers */")
+            self._thread_loops(1, lambda d: self.emit(f"pf_acc[pf_r][pf_c] = ({self.type}) 0;", d))
+        elif load:
+            self.emit(f"{self.type} pf_acc[{plan.thread_rows}][{plan.thread_lanes}];  /* the thread's outputs, in registers */")
+            self._thread_loops(1, lambda d: self.emit(f"pf_acc[pf_r][pf_c] = ({inside}) ? {target} : ({self.type}) 0;", d))
+        elif self.reassociate:  # (the element's own value added after its terms: fewer registers live in the loop)
+            self._thread_loops(1, lambda d: self.emit(f"if ({inside}) {target} = {target} + pf_acc[pf_r][pf_c];  /* {stmt.name} */", d))
+        else:
+            self._thread_loops(1, lambda d: self.emit(f"if ({inside}) {target} = pf_acc[pf_r][pf_c];  /* {stmt.name} */", d))
+
+    def _copies(self, step: str, stage: str, depth: int) -> None:
+        """Issue the copies of step ``step`` of every staged read into ``stage``."""
+        plan = self.plan
+        threads = plan.threads[0] * plan.threads[1]
+        self.emit(f"const long long pf_k0 = pf_k_lo + {plan.k_stage} * (long long) {as_operand(step)};", depth)
+        for r in plan.staged:
+            acc = self.stmt.accesses[r.access]
+            dtype = self.program.arrays[acc.array].dtype
+            outer, inner = plan.tile_shape(r)
+            width = 16 // (dtype.bits // 8) if r.contiguous and not plan.padded(r) else 1
+            per_row = inner // width
+            total = outer * per_row
+            count = -(-total // threads)
+            tile = self.tile_name(r)
+            # which iterators the tile's (outer, inner) coordinates are
+            side = ROW if r.side == "rows" else LANE
+            first = "pf_i0" if side == ROW else "pf_j0"
+            if r.contiguous in ("rows", "lane"):
+                coords = (RED, side)
+            else:
+                coords = (side, RED)
+            start = {RED: "pf_k0", side: first}
+            self.emit(f"/* {acc.array}: {outer} x {inner} elements, {width} per copy */", depth)
+            self.emit("#pragma unroll", depth)
+            self.emit(f"for (int pf_q = 0; pf_q < {count}; pf_q++) {{", depth)
+            self.emit(f"const int pf_v = pf_tid + {threads} * pf_q;", depth + 1)
+            d = depth + 1
+            if total % threads:
+                self.emit(f"if (pf_v < {total}) {{", d)
+                d += 1
+            self.emit(f"const int pf_o = pf_v / {per_row}, pf_e = (pf_v % {per_row}) * {width};", d)
+            self.emit(f"const long long {coords[0]} = {start[coords[0]]} + pf_o, {coords[1]} = {start[coords[1]]} + pf_e;", d)
+            values = {dd: v for dd, v in self.var.items()}
+            inv = {v: dd for dd, v in self.var.items()}
+            outer_ok = self._in_bounds(inv[coords[0]], coords[0])
+            if width > 1:
+                last = f"{coords[1]} + {width - 1}"
+                ok = f"{outer_ok} && {self._in_bounds(inv[coords[1]], coords[1])} && {self._in_bounds(inv[coords[1]], last)}"
+                self.emit(f"const long long pf_at = {self._flat(r.access, values)};", d)
+                self.emit(f"if ({ok} && pf_at % {width} == 0 && pf_aligned16({acc.array})) {{", d)
+                self.emit(f"pf_copy_async16({tile}[{stage}][pf_o][pf_e], {acc.array}, pf_at);", d + 1)
+                self.emit("} else {", d)
+                self.emit("#pragma unroll", d + 1)
+                self.emit(f"for (int pf_w = 0; pf_w < {width}; pf_w++) {{", d + 1)
+                moved = dict(values)
+                moved[inv[coords[1]]] = f"{coords[1]} + pf_w"
+                ok1 = f"{outer_ok} && {self._in_bounds(inv[coords[1]], f'{coords[1]} + pf_w')}"
+                self.emit(f"if ({ok1}) pf_copy_async({tile}[{stage}][pf_o][pf_e + pf_w], {acc.array}, {self._flat(r.access, moved)});", d + 2)
+                self.emit(f"else {tile}[{stage}][pf_o][pf_e + pf_w] = ({dtype.c_name}) 0;", d + 2)
+                self.emit("}", d + 1)
+                self.emit("}", d)
+            else:
+                ok = f"{outer_ok} && {self._in_bounds(inv[coords[1]], coords[1])}"
+                self.emit(f"if ({ok}) pf_copy_async({tile}[{stage}][pf_o][pf_e], {acc.array}, {self._flat(r.access, values)});", d)
+                self.emit(f"else {tile}[{stage}][pf_o][pf_e] = ({dtype.c_name}) 0;", d)
+            if total % threads:
+                self.emit("}", depth + 1)
+            self.emit("}", depth)
+
+    def _compute(self, stage: str, depth: int) -> None:
+        plan, stmt = self.plan, self.stmt
+        ty, tx = plan.threads[1], plan.threads[0]
+        self.emit(f"const int pf_kn = (int) pf_min({plan.k_stage}, pf_k_hi - (pf_k_lo + {plan.k_stage} * (long long) pf_s) + 1);", depth)
+        reads: dict[int, str] = {}
+        fragments: list[tuple[str, str, str, int]] = []  # (name, ctype, element text, count)
+        for r in plan.staged:
+            ctype = self.program.arrays[stmt.accesses[r.access].array].dtype.c_name
+            tile = self.tile_name(r)
+            if r.side == "rows":
+                local, count, it = f"pf_ty + {ty} * pf_f", plan.thread_rows, "pf_r"
+            else:
+                local, count, it = f"pf_tx + {tx} * pf_f", plan.thread_lanes, "pf_c"
+            element = f"{tile}[{stage}][pf_kk][{local}]" if r.contiguous in ("rows", "lane") else f"{tile}[{stage}][{local}][pf_kk]"
+            name = f"pf_{'a' if r.side == 'rows' else 'b'}{r.access}"
+            fragments.append((name, ctype, element, count))
+            reads[r.access] = f"{name}[{it}]"
+        staged = {r.access for r in plan.staged}
+        for k, acc in enumerate(stmt.accesses):  # reads invariant in the tile: from global memory
+            if k != stmt.target and k not in staged:
+                reads[k] = f"{acc.array}[{self._flat(k, self.var)}]"
+        value = value_text(stmt.value, None, self.dialect, reads)
+
+        def body(d: int) -> None:
+            for name, ctype, element, count in fragments:
+                self.emit(f"{ctype} {name}[{count}];", d)
+                self.emit("#pragma unroll", d)
+                self.emit(f"for (int pf_f = 0; pf_f < {count}; pf_f++) {name}[pf_f] = {element};", d)
+            self.emit("#pragma unroll", d)
+            self.emit(f"for (int pf_r = 0; pf_r < {plan.thread_rows}; pf_r++) {{", d)
+            self.emit("#pragma unroll", d + 1)
+            self.emit(f"for (int pf_c = 0; pf_c < {plan.thread_lanes}; pf_c++) pf_acc[pf_r][pf_c] {stmt.op} {value};  /* {stmt.name} */", d + 1)
+            self.emit("}", d)
+
+        self.emit(f"if (pf_kn == {plan.k_stage}) {{  /* a whole step: unrolled */", depth)
+        self.emit("#pragma unroll", depth + 1)
+        self.emit(f"for (int pf_kk = 0; pf_kk < {plan.k_stage}; pf_kk++) {{", depth + 1)
+        body(depth + 2)
+        self.emit("}", depth + 1)
+        self.emit("} else {", depth)
+        self.emit("for (int pf_kk = 0; pf_kk < pf_kn; pf_kk++) {", depth + 1)
+        body(depth + 2)
+        self.emit("}", depth + 1)
+        self.emit("}", depth)
+
+
+def _plus(origin: str, index: str) -> str:
+    return f"(long long) {index}" if origin in ("0", "") else f"{as_operand(origin)} + (long long) {index}"
+
+
+def launch_bounds(plan: CudaMicroTile) -> str:
+    """``__launch_bounds__`` of the kernel: its block size only. Measured with ptxas 13.0 for sm_90 on the
+    f32 gemm at 2048: left free, ptxas gives the 4 x 4 tile 64 registers and no spill in both the
+    ``C[i, j] +=`` and the scalar-accumulator form (50 % occupancy); asking for 4 blocks per SM as well
+    (the same 64-register cap) made it spill 8 bytes in the second form, and 3 blocks let it take 80
+    registers (37.5 %). ``tests/test_cuda_micro.py`` holds the figures to this."""
+    threads = plan.threads[0] * plan.threads[1]
+    return f"__launch_bounds__({threads}) "

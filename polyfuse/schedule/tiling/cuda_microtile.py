@@ -1,0 +1,215 @@
+"""Register micro-tiles for contractions on the CUDA target: the CUDA half of the tiling levels that
+``microtile.py`` gives the C target.
+
+A contraction (``microtile.py``'s definition: an update ``X[..] += value`` over a band whose members are
+its iterators, with a *rows* member, a contiguous *lane* member and a *reduction* member) is laid out on
+the GPU in three levels, the known-good shape of a hand-written SGEMM:
+
+* **block tile**: each thread block computes ``BLOCK_ROWS x BLOCK_LANES`` outputs (``blockIdx.y`` over the
+  rows, ``blockIdx.x`` over the lanes, ``blockIdx.z`` over one batch member when there is one);
+* **stages of k**: the reduction runs in steps of ``K_STAGE``; for each step every operand read is copied
+  into a shared-memory tile (``rows x k`` for the reads that move with the rows, ``k x lanes`` for those
+  that move with the lane), ``STAGES`` such tiles in flight with ``cp.async`` (sm_80 and later), so the
+  copy of step ``t + STAGES - 1`` overlaps the compute of step ``t``; one ``__syncthreads()`` per step;
+* **register tile**: each of the ``16 x 16`` threads keeps ``THREAD_ROWS x THREAD_LANES`` accumulators in
+  registers across the whole reduction (loaded once, stored once), rows ``ty + 16 r`` and lanes ``tx + 16 c``
+  so that global stores and shared reads of a warp stay contiguous; per step of ``k`` it loads one
+  fragment of each operand from shared memory and issues ``THREAD_ROWS * THREAD_LANES`` updates.
+
+In the schedule tree the kernel is the ordinary CUDA layout (``mapping/kernels.py``): its band reordered
+``(batch, rows, lane, reduction)``, the first members tiled by ``(1, BLOCK_ROWS, BLOCK_LANES)`` and mapped
+to the grid, with the plan (:class:`CudaMicroTile`) on the ``Kernel``; legality and the traffic model see
+that tree, and ``codegen/cuda_micro.py`` prints the kernel from the plan. Each element still sums its
+terms in the source order of ``k`` (the accumulator starts from the element's value), as the reference
+does; CUDA's contraction of ``a * b + c`` into a fused multiply-add is the only difference, as in every
+other CUDA kernel polyfuse prints.
+
+Only rectangular contractions qualify (every bound of rows, lane and reduction a function of the sizes
+alone, one batch member at most, no host loop around the kernel), with every read moving with the rows
+or with the lane but not both, of a 4- or 8-byte type; anything else keeps the generic mapping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polyfuse.ir.program import Program, Statement
+from polyfuse.schedule.bands import T
+from polyfuse.schedule.tiling.microtile import (
+    Contraction,
+    access_coefficients,
+    contraction_statement,
+    find_contraction,
+    member_iterators,
+    reorder,
+)
+
+BLOCK_ROWS = 64
+BLOCK_LANES = 64
+K_STAGE = 16
+THREAD_ROWS = 4
+THREAD_LANES = 4
+STAGES = 3
+"""Copies in flight: three 16-deep steps of a 64 x 64 f32 gemm take 24 KiB of shared memory, so four
+blocks (1024 threads, 50 % occupancy on sm_90 at 64 registers) fit an SM."""
+SHARED_LIMIT = 48 * 1024  # static shared memory per block
+
+
+@dataclass(frozen=True)
+class StagedRead:
+    """One read of the update's value staged through shared memory: ``side`` is ``"rows"`` (a
+    ``rows x k`` tile) or ``"lane"`` (``k x lanes``); ``contiguous`` names the tile dimension along which
+    the global address moves by one element (``"k"``, ``"rows"``, ``"lane"`` or ``""``), which becomes the
+    tile's inner dimension."""
+
+    access: int
+    side: str
+    contiguous: str
+
+
+@dataclass(frozen=True)
+class CudaMicroTile:
+    """The plan of a micro-tiled CUDA kernel (module docstring): the update statement, its iterators
+    playing each part (names), and the reads staged through shared memory."""
+
+    statement: str
+    rows: str
+    lane: str
+    reduction: str
+    batch: tuple[str, ...]
+    staged: tuple[StagedRead, ...]
+    stages: int = STAGES
+    block_rows: int = BLOCK_ROWS
+    block_lanes: int = BLOCK_LANES
+    k_stage: int = K_STAGE
+    thread_rows: int = THREAD_ROWS
+    thread_lanes: int = THREAD_LANES
+
+    @property
+    def threads(self) -> tuple[int, int]:
+        """Threads per block along x (lanes) and y (rows)."""
+        return self.block_lanes // self.thread_lanes, self.block_rows // self.thread_rows
+
+    def tile_shape(self, read: StagedRead) -> tuple[int, int]:
+        """The (outer, inner) extents of one stage of ``read``'s shared tile, before padding."""
+        width = self.block_rows if read.side == "rows" else self.block_lanes
+        if read.contiguous in ("rows", "lane"):
+            return self.k_stage, width
+        return width, self.k_stage
+
+    def padded(self, read: StagedRead) -> bool:
+        """Whether the tile's rows get one element of padding: a lane tile stored ``lanes x k`` is read
+        down a column by the 16 threads of a half-warp, which would hit two banks without it."""
+        return read.side == "lane" and read.contiguous not in ("lane",)
+
+    def shared_bytes(self, itemsizes: dict[int, int]) -> int:
+        total = 0
+        for r in self.staged:
+            outer, inner = self.tile_shape(r)
+            total += outer * (inner + self.padded(r)) * itemsizes[r.access]
+        return total * self.stages
+
+    def __str__(self) -> str:
+        return (f"register micro-tile: {self.block_rows} x {self.block_lanes} outputs per block, {self.thread_rows} x "
+                f"{self.thread_lanes} per thread in registers over all of {self.reduction}, {self.reduction} in steps of "
+                f"{self.k_stage} with {len(self.staged)} operand tile(s) in shared memory, {self.stages} steps in flight "
+                "(cp.async)")
+
+
+def cuda_contraction(prog: Program, node: isl.ScheduleNode, shared_limit: int = SHARED_LIMIT
+                     ) -> tuple[isl.ScheduleNode, CudaMicroTile] | None:
+    """The band at ``node`` reordered ``(batch, rows, lane, reduction)`` and the plan, when it is a lone
+    rectangular contraction at the root's depth (module docstring) whose operand tiles fit
+    ``shared_limit`` bytes for two steps at least; else ``None``."""
+    if node.get_type() != T.band or node.get_schedule_depth() != 0 or not node.band_get_permutable():
+        return None
+    found = find_contraction(prog, node)
+    if found is None or found.inner or found.outer_reductions or len(found.others) > 1:
+        return None
+    if node.band_n_member() != len(found.order) or node.n_children() != 1 or node.child(0).get_type() != T.leaf:
+        return None
+    stmt = prog.statement(found.statement)
+    dims = member_iterators(node, stmt)
+    if dims is None or any(not node.band_member_get_coincident(m) for m in (*found.others, found.rows, found.lane)):
+        return None
+    plan = _plan(prog, stmt, found, dims, shared_limit)
+    if plan is None:
+        return None
+    return reorder(node, found.order), plan
+
+
+def cuda_candidate(prog: Program, stmt: Statement, shared_limit: int = SHARED_LIMIT) -> bool:
+    """Whether ``stmt`` alone has the shape of a CUDA micro-tile whose operand tiles fit ``shared_limit``
+    bytes (used to distribute a kernel around it, ``microtile.distribute_contractions``)."""
+    if not contraction_statement(stmt):
+        return False
+    write = access_coefficients(stmt.write.relation)
+    if write is None:
+        return False
+    steps = [any(c[0][d] for c in write) for d in range(stmt.depth)]
+    lane = [d for d in range(stmt.depth) if write[-1][0][d] == 1 and not any(c[0][d] for c in write[:-1])]
+    reductions = [d for d in range(stmt.depth) if not steps[d]]
+    if len(lane) != 1 or len(reductions) != 1 or stmt.depth > 4:
+        return False
+    rows = [d for d in range(stmt.depth) if steps[d] and d != lane[0]]
+    for row in rows:  # some choice of rows must stage every read
+        found = Contraction(stmt.name, row, lane[0], reductions[0], tuple(d for d in rows if d != row))
+        if _plan(prog, stmt, found, list(range(stmt.depth)), shared_limit) is not None:
+            return True
+    return False
+
+
+def _plan(prog: Program, stmt: Statement, found: Contraction, dims: list[int], shared_limit: int = SHARED_LIMIT
+          ) -> CudaMicroTile | None:
+    names = stmt.iterators
+    rows, lane, red = dims[found.rows], dims[found.lane], dims[found.reduction]
+    batch = tuple(dims[m] for m in found.others)
+    if not _rectangular(stmt.domain, (rows, lane, red, *batch)):
+        return None
+    if prog.arrays[stmt.write.array].dtype.bits // 8 not in (4, 8):
+        return None
+    staged: list[StagedRead] = []
+    itemsizes: dict[int, int] = {}
+    for k, acc in enumerate(stmt.accesses):
+        if k == stmt.target:
+            continue
+        coeffs = access_coefficients(acc.relation)
+        if coeffs is None:
+            return None
+        moves = lambda d: any(c[0][d] for c in coeffs)  # noqa: E731
+        one = lambda d: coeffs[-1][0][d] == 1 and not any(c[0][d] for c in coeffs[:-1])  # noqa: E731
+        if moves(rows) and moves(lane):
+            return None
+        if not (moves(rows) or moves(lane) or moves(red)):
+            continue  # invariant in the tile (a batch-only or constant read): read where it is used
+        side = "lane" if moves(lane) else "rows"
+        contiguous = "k" if one(red) else ("lane" if one(lane) else ("rows" if one(rows) else ""))
+        itemsize = prog.arrays[acc.array].dtype.bits // 8
+        if itemsize not in (4, 8):
+            return None
+        itemsizes[k] = itemsize
+        staged.append(StagedRead(k, side, contiguous))
+    plan = CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged))
+    stages = min(STAGES, min(shared_limit, SHARED_LIMIT) // max(plan.shared_bytes(itemsizes) // plan.stages, 1))
+    if stages < 2:
+        return None
+    return CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged), stages)
+
+
+def _rectangular(domain: isl.Set, dims: tuple[int, ...]) -> bool:
+    """Whether ``domain`` is the product of one interval per iterator, ``dims`` naming every iterator
+    (bounds in the sizes only: the kernel computes them once)."""
+    n = domain.dim(isl.dim_type.set)
+    if domain.dim(isl.dim_type.div) or domain.n_basic_set() != 1 or sorted(dims) != list(range(n)):
+        return False  # (an iterator outside ``dims``, one fixed by the sizes, would need its value printed)
+    product = isl.Set.universe(domain.get_space())
+    for d in dims:
+        only = domain
+        for e in sorted(set(range(n)) - {d}, reverse=True):
+            only = only.eliminate(isl.dim_type.set, e, 1)
+        if not isl.Set.from_basic_set(only.simple_hull()).is_equal(only):
+            return False  # (a stride or a hole: not one interval)
+        product = product & only
+    return product.is_equal(domain)
