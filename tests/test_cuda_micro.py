@@ -125,6 +125,14 @@ def test_without_reassociation_each_sum_starts_from_its_element_and_nothing_spil
     assert k.spill_stores == 0 and k.spill_loads == 0
 
 
+def test_few_blocks_take_smaller_tiles_and_doubles_narrower_thread_tiles() -> None:
+    few = _micro(pf.schedule(ex.gemm, target="cuda", params={"N": 512, "M": 512, "K": 2048}))  # 64 tiles of 64 x 64
+    assert (few.microtile.block_rows, few.microtile.thread_rows, few.microtile.thread_lanes) == (32, 2, 2)
+    assert few.grid == (16, 16) and few.block == (16, 16)
+    doubles = _micro(pf.schedule(at_b, target="cuda", params={"N": 1024, "M": 1024, "K": 64})).microtile
+    assert (doubles.thread_rows, doubles.thread_lanes, doubles.threads) == (4, 2, (32, 16))  # 8 accumulators of 8 bytes
+
+
 def test_shapes_outside_the_micro_tile_keep_the_generic_mapping() -> None:
     sched = pf.schedule(syrk_like, target="cuda", params={"N": 300, "K": 200})
     assert all(k.microtile is None for k in sched.kernels)
@@ -196,6 +204,7 @@ def test_a_misaligned_vector_copy_is_reported() -> None:
     sizes = {"N": 37, "M": 41, "K": 48}
     code = _gemm_code(sizes)
     broken = _broken(code, "pf_at % 4 == 0 && pf_aligned16(A)", "1")
-    broken = _broken(broken, "const long long pf_at = (pf_i) * K + pf_k;", "const long long pf_at = (pf_i) * K + pf_k + 1;")
+    at = re.search(r"const (int|long long) pf_at = \(pf_i\) \* \w+ \+ pf_k;", broken.text).group(0)  # (A's copies)
+    broken = _broken(broken, at, at[:-1] + " + 1;")
     with pytest.raises(pf.SimulationError, match=r"16-byte cp.async to pf_A_\w+ from A\[\d+\] is out of bounds or misaligned"):
         _run(ex.gemm, sizes, False, broken)

@@ -100,8 +100,9 @@ def test_gemm_acc_cuda_2d_grid():
     sched = pf.schedule(K.gemm_acc, target="cuda", params={"N": 1000, "M": 500, "K": 64})
     init, k = sched.kernels  # C = 0, then the contraction with a register micro-tile
     assert len(k.grid) == 2 and k.block == (16, 16) and k.microtile is not None
-    # The grid covers the (i, j) space with 64 x 64 tiles: x runs over M = 500, y over N = 1000.
-    assert k.grid == (-(-500 // 64), -(-1000 // 64))
+    # The grid covers the (i, j) space with the block tiles: x runs over M = 500, y over N = 1000; 64 x 64
+    # tiles would make 128 blocks, fewer than an H100's 132 SMs, so they are 32 x 32 (2 x 2 a thread)
+    assert (k.microtile.block_rows, k.microtile.thread_rows) == (32, 2) and k.grid == (-(-500 // 32), -(-1000 // 32))
     assert not sched.contracted and "the accumulator 'acc' is updated in C[i, j] directly" in sched.explain()
     fixed = pf.schedule(K.gemm_acc, target="cuda", tile=(16, 32), params={"N": 1000, "M": 500, "K": 64})
     assert fixed.kernels[0].block == (32, 16) and fixed.kernels[0].grid == (16, 63)

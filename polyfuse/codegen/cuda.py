@@ -389,7 +389,8 @@ def _micro_launch(program: Program, sched: Schedule, kernel: Kernel, fname: str,
     the grid band (stride 1: tile indices), ``kernel.block`` threads."""
     plan = kernel.microtile
     grid_iterators = [it for it, ax in axes.items() if ax.startswith("blockIdx")]
-    body = MicroKernel(program, plan, dialect, _size_context(program, sched.params), origins, grid_iterators, sched.reassociate).build()
+    body = MicroKernel(program, plan, dialect, _size_context(program, sched.params), origins, grid_iterators, sched.reassociate,
+                       sched.params).build()
     printer = KernelPrinter(program, dialect, {it: ax for it, ax in axes.items() if ax.startswith("blockIdx")})
     printer.arrays, printer.scalars = body.arrays, body.scalars
     printer.statements, printer.lines = [plan.statement], body.shared + body.lines

@@ -23,6 +23,7 @@ so every thread reaches every barrier. The copies and ``pf_copy_*`` helpers are 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import islpy as isl
@@ -81,11 +82,16 @@ class MicroKernel:
     written) and the scalar arguments its value reads, for the kernel's signature (``cuda.py``)."""
 
     def __init__(self, program: Program, plan: CudaMicroTile, dialect, context: isl.Set | None,
-                 origins: Mapping[str, str], grid_iterators: Sequence[str], reassociate: bool = True) -> None:
+                 origins: Mapping[str, str], grid_iterators: Sequence[str], reassociate: bool = True,
+                 sizes: Mapping[str, int] | None = None) -> None:
         self.program = program
         self.reassociate = reassociate  # the accumulators start at 0 and the element is added last
         self.plan = plan
         self.stmt: Statement = program.statement(plan.statement)
+        # at known sizes, every index fits 32 bits when every array the kernel touches does: the sizes are
+        # printed as numbers and the indices as int (fewer registers than 64-bit arithmetic)
+        self.sizes = dict(sizes) if sizes is not None and all(p in sizes for p in program.params) else None
+        self.idx = "int" if self.sizes is not None and self._fits_int() else "long long"
         self.dialect = dialect
         self.context = context
         self.origins = origins
@@ -101,6 +107,16 @@ class MicroKernel:
         self.shared: list[str] = []
 
     # ----- names and expressions ----------------------------------------------------------------------
+
+    def _fits_int(self) -> bool:
+        arrays = {a.array for a in self.stmt.accesses}
+        for name in arrays:
+            count = 1
+            for extent in self.program.arrays[name].concrete_shape(self.sizes):
+                count *= max(int(extent), 1)
+            if count >= 1 << 30:  # (room for an index one tile past the end)
+                return False
+        return True
 
     def tile_name(self, r: StagedRead) -> str:
         return f"pf_{self.stmt.accesses[r.access].array}_{r.side}{r.access}"
@@ -128,8 +144,10 @@ class MicroKernel:
             if const or not terms:
                 terms.append(str(const))
             indices.append("(" + " + ".join(terms) + ")" if len(terms) > 1 else terms[0])
-        text = self.dialect.access(acc.array, indices)
-        return text[len(acc.array) + 1:-1]
+        text = self.dialect.access(acc.array, indices)[len(acc.array) + 1:-1]
+        if self.sizes is not None:  # (the sizes as numbers: no 64-bit kernel argument in an int index)
+            text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(self.sizes[m.group(0)]) if m.group(0) in self.sizes else m.group(0), text)
+        return text
 
     def _in_bounds(self, d: int, value: str) -> str:
         v = as_operand(value)
@@ -158,14 +176,14 @@ class MicroKernel:
                                f"  /* {stmt.accesses[r.access].array}: {what} of {plan.stages} steps */")
         iters = self.grid_iterators
         if plan.batch:
-            self.emit(f"const long long {BATCH} = {_plus(self.origins[iters[0]], 'blockIdx.z')};  /* {plan.batch[0]} */")
-        self.emit(f"const long long pf_i0 = {plan.block_rows} * ({_plus(self.origins[iters[-2]], 'blockIdx.y')});  /* first {plan.rows} of the block */")
-        self.emit(f"const long long pf_j0 = {plan.block_lanes} * ({_plus(self.origins[iters[-1]], 'blockIdx.x')});  /* first {plan.lane} */")
+            self.emit(f"const {self.idx} {BATCH} = {_plus(self.origins[iters[0]], 'blockIdx.z', self.idx)};  /* {plan.batch[0]} */")
+        self.emit(f"const {self.idx} pf_i0 = {plan.block_rows} * ({_plus(self.origins[iters[-2]], 'blockIdx.y', self.idx)});  /* first {plan.rows} of the block */")
+        self.emit(f"const {self.idx} pf_j0 = {plan.block_lanes} * ({_plus(self.origins[iters[-1]], 'blockIdx.x', self.idx)});  /* first {plan.lane} */")
         self.emit("const int pf_tx = (int) threadIdx.x, pf_ty = (int) threadIdx.y;")
         self.emit(f"const int pf_tid = pf_ty * {tx} + pf_tx;")
         for name, it in (("pf_i", plan.rows), ("pf_j", plan.lane), ("pf_k", plan.reduction), *([("pf_b", plan.batch[0])] if plan.batch else [])):
             lo, hi = self._bounds(it)
-            self.emit(f"const long long {name}_lo = {lo}, {name}_hi = {hi};  /* {it} */")
+            self.emit(f"const {self.idx} {name}_lo = {lo}, {name}_hi = {hi};  /* {it} */")
         if plan.batch:
             self.emit(f"if ({BATCH} < pf_b_lo || {BATCH} > pf_b_hi) return;  /* the whole block: no barrier is skipped */")
         self.emit(f"const int pf_steps = pf_k_hi >= pf_k_lo ? (int) ((pf_k_hi - pf_k_lo) / {plan.k_stage} + 1) : 0;")
@@ -201,10 +219,10 @@ class MicroKernel:
         ty, tx = plan.threads[1], plan.threads[0]
         self.emit("#pragma unroll", depth)
         self.emit(f"for (int pf_r = 0; pf_r < {plan.thread_rows}; pf_r++) {{", depth)
-        self.emit(f"const long long {ROW} = pf_i0 + pf_ty + {ty} * pf_r;", depth + 1)
+        self.emit(f"const {self.idx} {ROW} = pf_i0 + pf_ty + {ty} * pf_r;", depth + 1)
         self.emit("#pragma unroll", depth + 1)
         self.emit(f"for (int pf_c = 0; pf_c < {plan.thread_lanes}; pf_c++) {{", depth + 1)
-        self.emit(f"const long long {LANE} = pf_j0 + pf_tx + {tx} * pf_c;", depth + 2)
+        self.emit(f"const {self.idx} {LANE} = pf_j0 + pf_tx + {tx} * pf_c;", depth + 2)
         body(depth + 2)
         self.emit("}", depth + 1)
         self.emit("}", depth)
@@ -230,7 +248,7 @@ class MicroKernel:
         """Issue the copies of step ``step`` of every staged read into ``stage``."""
         plan = self.plan
         threads = plan.threads[0] * plan.threads[1]
-        self.emit(f"const long long pf_k0 = pf_k_lo + {plan.k_stage} * (long long) {as_operand(step)};", depth)
+        self.emit(f"const {self.idx} pf_k0 = pf_k_lo + {plan.k_stage} * ({self.idx}) {as_operand(step)};", depth)
         for r in plan.staged:
             acc = self.stmt.accesses[r.access]
             dtype = self.program.arrays[acc.array].dtype
@@ -257,14 +275,14 @@ class MicroKernel:
                 self.emit(f"if (pf_v < {total}) {{", d)
                 d += 1
             self.emit(f"const int pf_o = pf_v / {per_row}, pf_e = (pf_v % {per_row}) * {width};", d)
-            self.emit(f"const long long {coords[0]} = {start[coords[0]]} + pf_o, {coords[1]} = {start[coords[1]]} + pf_e;", d)
+            self.emit(f"const {self.idx} {coords[0]} = {start[coords[0]]} + pf_o, {coords[1]} = {start[coords[1]]} + pf_e;", d)
             values = {dd: v for dd, v in self.var.items()}
             inv = {v: dd for dd, v in self.var.items()}
             outer_ok = self._in_bounds(inv[coords[0]], coords[0])
             if width > 1:
                 last = f"{coords[1]} + {width - 1}"
                 ok = f"{outer_ok} && {self._in_bounds(inv[coords[1]], coords[1])} && {self._in_bounds(inv[coords[1]], last)}"
-                self.emit(f"const long long pf_at = {self._flat(r.access, values)};", d)
+                self.emit(f"const {self.idx} pf_at = {self._flat(r.access, values)};", d)
                 self.emit(f"if ({ok} && pf_at % {width} == 0 && pf_aligned16({acc.array})) {{", d)
                 self.emit(f"pf_copy_async16({tile}[{stage}][pf_o][pf_e], {acc.array}, pf_at);", d + 1)
                 self.emit("} else {", d)
@@ -288,7 +306,7 @@ class MicroKernel:
     def _compute(self, stage: str, depth: int) -> None:
         plan, stmt = self.plan, self.stmt
         ty, tx = plan.threads[1], plan.threads[0]
-        self.emit(f"const int pf_kn = (int) pf_min({plan.k_stage}, pf_k_hi - (pf_k_lo + {plan.k_stage} * (long long) pf_s) + 1);", depth)
+        self.emit(f"const int pf_kn = (int) pf_min({plan.k_stage}, pf_k_hi - (pf_k_lo + {plan.k_stage} * ({self.idx}) pf_s) + 1);", depth)
         reads: dict[int, str] = {}
         fragments: list[tuple[str, str, str, int]] = []  # (name, ctype, element text, count)
         for r in plan.staged:
@@ -331,8 +349,8 @@ class MicroKernel:
         self.emit("}", depth)
 
 
-def _plus(origin: str, index: str) -> str:
-    return f"(long long) {index}" if origin in ("0", "") else f"{as_operand(origin)} + (long long) {index}"
+def _plus(origin: str, index: str, ctype: str = "long long") -> str:
+    return f"({ctype}) {index}" if origin in ("0", "") else f"{as_operand(origin)} + ({ctype}) {index}"
 
 
 def launch_bounds(plan: CudaMicroTile) -> str:

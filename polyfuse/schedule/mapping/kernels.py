@@ -33,7 +33,7 @@ from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, T, member_map, prefix_through
 from polyfuse.schedule.mapping.choices import Choices, chosen_in, lead_with
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
-from polyfuse.schedule.tiling.cuda_microtile import SHARED_LIMIT, cuda_contraction
+from polyfuse.schedule.tiling.cuda_microtile import SHARED_LIMIT, cuda_contraction, smaller_if_few_blocks
 from polyfuse.schedule.tiling.interchange import stride_one_innermost
 from polyfuse.schedule.tiling.jam import mark_jam
 from polyfuse.schedule.tiling.microtile import find_contraction, lane_tile, micro_tile, reorder
@@ -265,7 +265,12 @@ class Mapper:
         when it is a lone rectangular contraction and micro-tiles are on; else ``None``."""
         if not self.microtiles or len(stmts) != 1 or not _auto(self.tile, stmts):
             return None
-        return cuda_contraction(self.prog, node, self.shared_memory)
+        found = cuda_contraction(self.prog, node, self.shared_memory)
+        if found is None or self.params is None:
+            return found
+        node, plan = found  # (band order: batch, rows, lane, reduction)
+        extents = [self._extent(node, k) for k in range(len(plan.batch) + 2)]
+        return node, smaller_if_few_blocks(plan, extents)
 
     def _cuda_layout(self, node: isl.ScheduleNode, stmts: tuple[str, ...], n_par: int,
                      sizes: tuple[int, ...]) -> tuple[isl.ScheduleNode, tuple[int, ...]]:

@@ -31,6 +31,7 @@ or with the lane but not both, of a 4- or 8-byte type; anything else keeps the g
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import islpy as isl
@@ -55,6 +56,7 @@ STAGES = 3
 """Copies in flight: three 16-deep steps of a 64 x 64 f32 gemm take 24 KiB of shared memory, so four
 blocks (1024 threads, 50 % occupancy on sm_90 at 64 registers) fit an SM."""
 SHARED_LIMIT = 48 * 1024  # static shared memory per block
+SMS = 132  # an H100's multiprocessors (as ``cost/search.py``'s ``Limits.sms``)
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,25 @@ def cuda_contraction(prog: Program, node: isl.ScheduleNode, shared_limit: int = 
     return reorder(node, found.order), plan
 
 
+def smaller_if_few_blocks(plan: CudaMicroTile, extents: list[int], sms: int = SMS) -> CudaMicroTile:
+    """``plan`` with 32 x 32 block tiles (2 x 2 accumulators a thread, 2 x 1 for 8-byte ones) where, at the
+    given sizes (``extents`` of the batch, rows and lane members; 0 unknown), 64 x 64 tiles would launch
+    fewer blocks than the GPU has multiprocessors and the smaller tiles launch more (an MLP's narrow
+    layer, a small batch of small matrices): idle SMs cost more than the lower reuse of a smaller tile."""
+    if not extents or not all(extents):
+        return plan
+
+    def blocks(rows: int, lanes: int) -> int:
+        n = -(-extents[-2] // rows) * -(-extents[-1] // lanes)
+        for e in extents[:-2]:
+            n *= e
+        return n
+
+    if blocks(plan.block_rows, plan.block_lanes) >= sms or blocks(32, 32) <= blocks(plan.block_rows, plan.block_lanes):
+        return plan
+    return dataclasses.replace(plan, block_rows=32, block_lanes=32, thread_rows=2, thread_lanes=max(1, plan.thread_lanes // 2))
+
+
 def cuda_candidate(prog: Program, stmt: Statement, shared_limit: int = SHARED_LIMIT) -> bool:
     """Whether ``stmt`` alone has the shape of a CUDA micro-tile whose operand tiles fit ``shared_limit``
     bytes (used to distribute a kernel around it, ``microtile.distribute_contractions``)."""
@@ -195,7 +216,9 @@ def _plan(prog: Program, stmt: Statement, found: Contraction, dims: list[int], s
     stages = min(STAGES, min(shared_limit, SHARED_LIMIT) // max(plan.shared_bytes(itemsizes) // plan.stages, 1))
     if stages < 2:
         return None
-    return CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged), stages)
+    lanes = THREAD_LANES if prog.arrays[stmt.write.array].dtype.bits <= 32 else THREAD_LANES // 2
+    return CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged), stages,
+                         thread_lanes=lanes)
 
 
 def _rectangular(domain: isl.Set, dims: tuple[int, ...]) -> bool:
