@@ -41,6 +41,7 @@ from polyfuse.codegen.ast import (
     statement_call,
 )
 from polyfuse.codegen.code import Argument, Code
+from polyfuse.codegen.cuda_columns import column_kernel
 from polyfuse.codegen.cuda_mapping import atomic_mapped_bands, mapping_info, thread_member_values
 from polyfuse.codegen.cuda_micro import COPY_PRELUDE, MicroKernel, launch_bounds
 from polyfuse.codegen.cuda_rows import BLOCK_REDUCE_PRELUDE, print_cyclic_for, print_row_mark
@@ -49,6 +50,7 @@ from polyfuse.codegen.host_plan import KernelArg, Launch, host_plan_from_ast, ma
 from polyfuse.errors import CodegenError, warn
 from polyfuse.ir.expr import ScalarArg
 from polyfuse.ir.program import Array, Program
+from polyfuse.schedule.mapping.column_reductions import LANES, SLICES
 from polyfuse.schedule.model import BLOCK_MARK, CYCLIC_MARK, GRID_MARK, KERNEL_MARK, REDUCE_MARK, SYNC_MARK, Kernel, Schedule
 from polyfuse.types import SizeExpr
 
@@ -352,6 +354,8 @@ def generate_cuda(sched: Schedule) -> Code:
                     origins[it] = dialect.min([lows[k], "0"])
         if kernel.microtile is not None:  # a register micro-tile: the printer of its plan (cuda_micro.py)
             return _micro_launch(program, sched, kernel, fname, dialect, axes, origins, ranges, host_iters, kernels_text)
+        if kernel.columns is not None:  # a column reduction (cuda_columns.py)
+            return _columns_launch(program, sched, kernel, fname, dialect, host_iters, kernels_text)
         printer = KernelPrinter(program, dialect, axes)
         printer.origins = origins
         if CYCLIC_MARK in info:
@@ -398,6 +402,18 @@ def _micro_launch(program: Program, sched: Schedule, kernel: Kernel, fname: str,
     kernels_text.append(_kernel_source(fname, kernel, args, printer, dict(printer.axes), dialect, launch_bounds(plan), str(plan)))
     grid = _extents(ranges.get("blockIdx", {}), {})
     return Launch(fname, grid or ("1",), tuple(str(b) for b in kernel.block), args)
+
+
+def _columns_launch(program: Program, sched: Schedule, kernel: Kernel, fname: str, dialect: CudaDialect,
+                    host_iters: tuple[str, ...], kernels_text: list[str]) -> Launch:
+    """The launch of a column-reduction kernel, its source appended to ``kernels_text``."""
+    plan = kernel.columns
+    lines, arrays, scalars, grid = column_kernel(program, plan, dialect, _size_context(program, sched.params))
+    printer = KernelPrinter(program, dialect, {})
+    printer.arrays, printer.scalars, printer.statements, printer.lines = arrays, scalars, [plan.statement], lines
+    args = _kernel_args(program, printer, host_iters)
+    kernels_text.append(_kernel_source(fname, kernel, args, printer, {}, dialect, f"__launch_bounds__({LANES * SLICES}) ", str(plan)))
+    return Launch(fname, grid, (str(LANES), str(SLICES)), args)
 
 
 def _extents(ranges: Mapping[str, tuple[str, str]], strides: Mapping[str, int]) -> tuple[str, ...]:

@@ -122,32 +122,10 @@ class MicroKernel:
         return f"pf_{self.stmt.accesses[r.access].array}_{r.side}{r.access}"
 
     def _bounds(self, iterator: str) -> tuple[str, str]:
-        """The first and last value of ``iterator`` over the statement's domain (a function of the sizes)."""
-        dom = self.stmt.domain.intersect_params(self.program.context)
-        d = self.stmt.iterators.index(iterator)
-        ctx = self.context if self.context is not None else self.program.context.params()
-        build = isl.AstBuild.from_context(ctx)
-        lo = build.expr_from_pw_aff(dom.dim_min(d).gist_params(ctx))
-        hi = build.expr_from_pw_aff(dom.dim_max(d).gist_params(ctx))
-        return expr_to_text(lo, self.dialect), expr_to_text(hi, self.dialect)
+        return iterator_bounds(self.program, self.stmt, iterator, self.context, self.dialect)
 
     def _flat(self, access: int, values: Mapping[int, str]) -> str:
-        """The flat index of access ``access`` with iterator ``d`` standing for ``values[d]``."""
-        acc = self.stmt.accesses[access]
-        coeffs = access_coefficients(acc.relation)
-        if coeffs is None:
-            raise CodegenError(f"{self.stmt.name}: access to {acc.array} is not affine (micro-tile)")
-        indices = []
-        for its, params, const in coeffs:
-            terms = [f"{c} * {as_operand(values[d])}" if c != 1 else as_operand(values[d]) for d, c in enumerate(its) if c]
-            terms += [f"{c} * {p}" if c != 1 else p for p, c in params.items() if c]
-            if const or not terms:
-                terms.append(str(const))
-            indices.append("(" + " + ".join(terms) + ")" if len(terms) > 1 else terms[0])
-        text = self.dialect.access(acc.array, indices)[len(acc.array) + 1:-1]
-        if self.sizes is not None:  # (the sizes as numbers: no 64-bit kernel argument in an int index)
-            text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(self.sizes[m.group(0)]) if m.group(0) in self.sizes else m.group(0), text)
-        return text
+        return flat_index(self.program, self.stmt, access, values, self.dialect, self.sizes)
 
     def _in_bounds(self, d: int, value: str) -> str:
         v = as_operand(value)
@@ -347,6 +325,39 @@ class MicroKernel:
         body(depth + 2)
         self.emit("}", depth + 1)
         self.emit("}", depth)
+
+
+def iterator_bounds(program: Program, stmt: Statement, iterator: str, context: isl.Set | None, dialect) -> tuple[str, str]:
+    """The first and last value of ``iterator`` over ``stmt``'s domain (functions of the sizes), printed
+    in ``dialect`` under ``context`` (the fixed sizes, or None)."""
+    dom = stmt.domain.intersect_params(program.context)
+    d = stmt.iterators.index(iterator)
+    ctx = context if context is not None else program.context.params()
+    build = isl.AstBuild.from_context(ctx)
+    lo = build.expr_from_pw_aff(dom.dim_min(d).gist_params(ctx))
+    hi = build.expr_from_pw_aff(dom.dim_max(d).gist_params(ctx))
+    return expr_to_text(lo, dialect), expr_to_text(hi, dialect)
+
+
+def flat_index(program: Program, stmt: Statement, access: int, values: Mapping[int, str], dialect,
+               sizes: Mapping[str, int] | None = None) -> str:
+    """The flat index of ``stmt``'s access ``access`` with iterator ``d`` standing for ``values[d]``; the
+    sizes printed as numbers where ``sizes`` is given."""
+    acc = stmt.accesses[access]
+    coeffs = access_coefficients(acc.relation)
+    if coeffs is None:
+        raise CodegenError(f"{stmt.name}: access to {acc.array} is not one affine function")
+    indices = []
+    for its, params, const in coeffs:
+        terms = [f"{c} * {as_operand(values[d])}" if c != 1 else as_operand(values[d]) for d, c in enumerate(its) if c]
+        terms += [f"{c} * {p}" if c != 1 else p for p, c in params.items() if c]
+        if const or not terms:
+            terms.append(str(const))
+        indices.append("(" + " + ".join(terms) + ")" if len(terms) > 1 else terms[0])
+    text = dialect.access(acc.array, indices)[len(acc.array) + 1:-1]
+    if sizes is not None:  # (the sizes as numbers: no 64-bit kernel argument in an int index)
+        text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(sizes[m.group(0)]) if m.group(0) in sizes else m.group(0), text)
+    return text
 
 
 def _plus(origin: str, index: str, ctype: str = "long long") -> str:

@@ -58,6 +58,7 @@ from polyfuse.schedule.fusion.scheduler import (
 from polyfuse.schedule.fusion.smart import Variant, apart_of, counted_microtiles, smart_by_traffic, unrated
 from polyfuse.schedule.mapping.block_reductions import block_reductions
 from polyfuse.schedule.mapping.choices import parallel_choices
+from polyfuse.schedule.mapping.column_reductions import column_candidate, column_reductions
 from polyfuse.schedule.mapping.kernels import Mapper, split
 from polyfuse.schedule.mapping.row_staging import stage_rows
 from polyfuse.schedule.mapping.rows import cooperative_rows
@@ -185,6 +186,7 @@ def schedule(
                          "the program runs in its source order")
     decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best)) if view is not None else None  # on first explain()
     best = block_reductions(best, bool(reassociate))  # CUDA: reductions into one element shared by the threads
+    best = column_reductions(best, bool(reassociate))  # CUDA: sums into a vector shared by a grid of blocks
     return _keep_base(best, decide=decide, notes=tuple(notes), reassociate=bool(reassociate))
 
 
@@ -194,6 +196,11 @@ def _only_fine_grained(sched: Schedule, explicit) -> bool:
     if sched.target != "c" or explicit is not None or not sched.kernels:
         return False
     return all(k.parallel_depth == 0 for k in sched.kernels) and any(k.serial for k in sched.kernels)
+
+
+def _cuda_kernel_shape(shared_limit: int, prog: Program, stmt) -> bool:
+    """Whether ``stmt`` gets a CUDA kernel shape of its own: a register micro-tile or a column reduction."""
+    return cuda_candidate(prog, stmt, shared_limit) or column_candidate(prog, stmt)
 
 
 def _map_and_check(prog, base, view, target, tile, params, search, microtiles: bool, cache_bytes: int | None = None,
@@ -344,7 +351,7 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits, para
             pass
     if target == "cuda" and tile == "auto" and not parallel:  # register micro-tiles (tiling/cuda_microtile.py)
         try:
-            mapped = _map_and_check(prog, distribute_contractions(prog, base, view, functools.partial(cuda_candidate, shared_limit=limits.shared_memory)), view, target, tile, params,
+            mapped = _map_and_check(prog, distribute_contractions(prog, base, view, functools.partial(_cuda_kernel_shape, limits.shared_memory)), view, target, tile, params,
                                     search, True, parallel=parallel, shared_memory=limits.shared_memory)
         except IllegalTransformError:
             pass

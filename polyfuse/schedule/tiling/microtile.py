@@ -181,8 +181,8 @@ def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView,
                             only: Callable[[Program, Statement], bool] | None = None) -> isl.Schedule:
     """``base`` with each kernel band holding a contraction and other statements distributed into a
     sequence: statements before the update in source order, the update, statements after it. Unchanged
-    where there is nothing to distribute. ``only``: a further test the update must pass (the CUDA
-    micro-tile's shape). The caller re-checks legality."""
+    where there is nothing to distribute. ``only``: the test a statement must pass instead (the CUDA
+    kernel shapes: a micro-tile or a column reduction). The caller re-checks legality."""
     from polyfuse.schedule.mapping.kernels import split, statements_of  # (mapping imports this module)
 
     order = {s.name: k for k, s in enumerate(prog.statements)}
@@ -192,7 +192,7 @@ def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView,
         if node.get_type() != T.band:
             return node
         stmts = statements_of(node)
-        candidates = [s for s in stmts if contraction_statement(prog.statement(s)) and (only is None or only(prog, prog.statement(s)))]
+        candidates = [s for s in stmts if (only(prog, prog.statement(s)) if only is not None else contraction_statement(prog.statement(s)))]
         if len(stmts) == 1 or len(candidates) != 1:
             return node
         u = order[candidates[0]]

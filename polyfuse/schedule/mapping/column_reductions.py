@@ -1,0 +1,184 @@
+"""Column reductions on CUDA: ``y[j] += f(A[i, j], x[i], ...)`` summed over ``i`` by a grid of blocks,
+not by one thread per column.
+
+A sum into a vector along one loop (atax's ``y[j] += A[i][j] * tmp[i]``, bicg, mvt, gemver, covariance's
+column means) maps its column loop ``j`` to threads and leaves the whole ``i`` loop to each thread: a
+vector of 2000 columns is 63 blocks of 32 threads on an H100's 132 SMs, each thread walking 1900 rows.
+Since a sum may be reassociated (``reassociate=True``; integers always), the rows can be shared instead.
+:func:`column_reductions` (a pass after mapping, like ``block_reductions.py``) re-lays such kernels:
+
+* **When.** A CUDA kernel of one statement of depth 2 at the root's depth whose value adds to one element
+  per column (``X[j] += e`` or ``X[j] = X[j] + e``; ``rows.reduction_op`` is a sum), the column ``j``
+  moving ``X`` contiguously, the row ``i`` not at all; both bounds functions of the sizes alone; ``e``
+  not reading ``X``; f32, f64 or i32 (``atomicAdd`` exists for them).
+* **Layout** (printed by ``codegen/cuda_columns.py``). Blocks of 32 x 8 threads: ``threadIdx.x`` along 32
+  consecutive columns (coalesced reads of ``A[i][j]``), ``threadIdx.y`` and ``blockIdx.y`` sharing the
+  rows cyclically; each thread sums its rows in a register, the block's 8 partial sums of a column are
+  added through shared memory, and one ``atomicAdd`` per column and block adds them to the element.
+  ``blockIdx.y`` takes enough row slices for two blocks per SM where the column blocks are fewer (264
+  blocks with unknown sizes, at least 8 rows per thread).
+
+The schedule tree keeps the ordinary mapping (legality and traffic see it); the plan rides on
+``Kernel.columns``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polyfuse.ir.expr import Binary, Expr, Read
+from polyfuse.ir.program import Program, Statement
+from polyfuse.schedule.mapping.rows import reduction_op
+from polyfuse.schedule.model import BASE_KEY, KERNEL_MARK, Kernel, Schedule
+from polyfuse.schedule.movement.kernel_tree import count_kernels, kernel_mark, kernel_marks
+from polyfuse.schedule.tiling.microtile import access_coefficients
+
+LANES = 32  # threadIdx.x: consecutive columns
+SLICES = 8  # threadIdx.y: rows shared in a block
+BLOCKS = 264  # two per H100 SM
+PER_THREAD = 8  # at known sizes, at least this many rows per thread before another row slice is added
+DTYPES = ("f32", "f64", "i32")
+
+
+@dataclass(frozen=True)
+class ColumnReduction:
+    """The plan of a column-reduction kernel: the statement, its column and row iterators (names), the
+    row slices of the grid (``blockIdx.y``), and the value added (``increment``)."""
+
+    statement: str
+    column: str
+    row: str
+    slices: int
+    increment: Expr
+
+    def __str__(self) -> str:
+        return (f"column reduction: {LANES} columns x {SLICES} row slices per block, {self.slices} block(s) along "
+                f"{self.row}, a register sum per thread, the block's partial sums added in shared memory, one "
+                "atomicAdd per column and block")
+
+
+def column_reductions(sched: Schedule, reassociate: bool = True) -> Schedule:
+    """``sched`` (target ``"cuda"``) with every qualifying kernel planned as in the module docstring."""
+    if sched.target != "cuda":
+        return sched
+    changed: dict[str, Kernel] = {}
+    at_root = {m.mark_get_id().user.name for m in kernel_marks(sched.tree) if m.get_schedule_depth() == 0}
+    for k in sched.kernels:
+        if len(k.statements) != 1 or k.microtile is not None or k.reduction or k.name not in at_root:
+            continue  # (below a host loop a launch runs one row, or a few: the kernel would sum all of them)
+        if k.parallel_depth != 1:
+            continue
+        plan = plan_column_reduction(sched.program, sched.program.statement(k.statements[0]), reassociate, sched.params)
+        if plan is not None:
+            s = sched.program.statement(k.statements[0])
+            itemsize = sched.program.arrays[s.write.array].dtype.bits // 8
+            columns = _extent(s, s.iterators.index(plan.column), sched.params)
+            changed[k.name] = dataclasses.replace(k, columns=plan, block=(LANES, SLICES), shared_bytes=SLICES * (LANES + 1) * itemsize,
+                                                  grid=(math.ceil(columns / LANES) if columns else 0, plan.slices))
+    if not changed:
+        return sched
+    kernels = tuple(changed.get(k.name, k) for k in sched.kernels)
+    tree = _retag(sched.tree, changed)
+    promotion = sched.promotion
+    if promotion is not None:
+        # (the kernel's own printer moves its data: the generic promotion's buffers in it are dropped; its
+        # copy statements stay in the promotion tree, under a mark the printer does not walk)
+        promotion = dataclasses.replace(promotion, tree=_retag(promotion.tree, changed),
+                                        buffers=tuple(b for b in promotion.buffers if b.kernel not in changed),
+                                        kernels={n: changed.get(n, k) for n, k in promotion.kernels.items()})
+    new = dataclasses.replace(sched, tree=tree, kernels=kernels, promotion=promotion)
+    if BASE_KEY in sched._lazy:  # (what to_text prints: the order before mapping, unchanged here)
+        new._lazy[BASE_KEY] = sched._lazy[BASE_KEY]
+    return new
+
+
+def plan_column_reduction(prog: Program, s: Statement, reassociate: bool, params: Mapping[str, int] | None) -> ColumnReduction | None:
+    """The plan for ``s`` when it qualifies (module docstring), else None."""
+    dtype = prog.arrays[s.write.array].dtype
+    if s.depth != 2 or reduction_op(s) != "sum" or dtype.name not in DTYPES or (dtype.is_float and not reassociate):
+        return None
+    increment = _increment(s)
+    if increment is None or any(isinstance(n, Read) and s.accesses[n.access].array == s.write.array for n in increment.walk()):
+        return None
+    write = access_coefficients(s.write.relation)
+    if write is None or any(access_coefficients(a.relation) is None for a in s.accesses):
+        return None
+    moves = [any(c[0][d] for c in write) for d in range(2)]
+    if moves.count(True) != 1:
+        return None
+    column = moves.index(True)
+    if write[-1][0][column] != 1 or any(c[0][column] for c in write[:-1]):
+        return None
+    for k, a in enumerate(s.accesses):  # (a read strided along the column, atax's A[i][j] summed over j,
+        c = access_coefficients(a.relation)  # is a row reduction: cooperative rows read it contiguously)
+        if k != s.target and any(x[0][column] for x in c) and (c[-1][0][column] != 1 or any(x[0][column] for x in c[:-1])):
+            return None
+    if not _rectangular(s.domain):
+        return None
+    names = s.iterators
+    return ColumnReduction(s.name, names[column], names[1 - column], _slices(s, column, params), increment)
+
+
+def column_candidate(prog: Program, s: Statement) -> bool:
+    """Whether ``s`` alone has a column reduction's shape, reassociation allowed (used to distribute a
+    kernel around it, ``microtile.distribute_contractions``)."""
+    return plan_column_reduction(prog, s, True, None) is not None
+
+
+def _increment(s: Statement) -> Expr | None:
+    """What ``s`` adds to its element: the value of ``X += e``, or ``e`` of ``X = X + e``."""
+    if s.op == "+=":
+        return s.value
+    v = s.value
+    if s.op == "=" and isinstance(v, Binary) and v.op == "+":
+        for acc, other in ((v.lhs, v.rhs), (v.rhs, v.lhs)):
+            if isinstance(acc, Read) and s.accesses[acc.access].relation.is_equal(s.write.relation):
+                return other
+    return None
+
+
+def _rectangular(domain: isl.Set) -> bool:
+    if domain.dim(isl.dim_type.div) or domain.n_basic_set() != 1:
+        return False
+    box = isl.Set.universe(domain.get_space())
+    for d in range(2):
+        only = domain.eliminate(isl.dim_type.set, 1 - d, 1)
+        if not isl.Set.from_basic_set(only.simple_hull()).is_equal(only):
+            return False
+        box = box & only
+    return box.is_equal(domain)
+
+
+def _extent(s: Statement, d: int, params: Mapping[str, int] | None) -> int | None:
+    if params is None or any(p not in params for p in s.domain.get_space().get_var_names(isl.dim_type.param)):
+        return None
+    dom = s.domain
+    for k, p in enumerate(dom.get_space().get_var_names(isl.dim_type.param)):
+        dom = dom.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(dom.get_ctx(), int(params[p])))
+    if dom.is_empty():
+        return 0
+    return int(dom.dim_max_val(d).to_python()) - int(dom.dim_min_val(d).to_python()) + 1
+
+
+def _slices(s: Statement, column: int, params: Mapping[str, int] | None) -> int:
+    columns, rows = _extent(s, column, params), _extent(s, 1 - column, params)
+    if columns is None or rows is None:
+        return max(1, BLOCKS // 8)
+    column_blocks = max(1, math.ceil(columns / LANES))
+    by_work = max(1, rows // (SLICES * PER_THREAD))
+    return max(1, min(by_work, math.ceil(BLOCKS / column_blocks)))
+
+
+def _retag(tree: isl.Schedule, changed: Mapping[str, Kernel]) -> isl.Schedule:
+    """``tree`` with the ``Kernel`` of each kernel mark named in ``changed`` replaced."""
+    for n in range(count_kernels(tree)):
+        mark = kernel_mark(tree, n)
+        k = mark.mark_get_id().user
+        if getattr(k, "name", None) in changed:
+            tree = mark.delete().insert_mark(isl.Id(KERNEL_MARK, user=changed[k.name])).get_schedule()
+    return tree

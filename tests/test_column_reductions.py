@@ -1,0 +1,89 @@
+"""CUDA column reductions (``schedule/mapping/column_reductions.py``, ``codegen/cuda_columns.py``): sums
+into a vector along one loop share their rows among a grid of blocks, and equal the reference in the
+simulator at sizes with partial blocks and several row slices."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import polyfuse as pf
+from polyfuse.runtime import cuda_sim
+from tests.kernels import BY_NAME
+
+N, M = pf.params("N M")
+needs_sim = pytest.mark.skipif(not cuda_sim.available(), reason="g++ is not on PATH")
+
+
+@pf.program
+def colsum(A: pf.f32[N, M], x: pf.f32[N], s: pf.f32[M]):
+    """s = A.T @ x: the column loop j is parallel, the row loop i a sum."""
+    for j in range(M):
+        s[j] = 0.0
+    for i in range(N):
+        for j in range(M):
+            s[j] += A[i, j] * x[i]
+
+
+@pf.program
+def colsum_i32(A: pf.i32[N, M], s: pf.i32[M]):
+    for j in range(M):
+        s[j] = 1
+    for i in range(1, N):
+        for j in range(M):
+            s[j] += A[i, j] % 7
+
+
+@pf.program
+def rowsum(A: pf.f32[N, M], s: pf.f32[N]):
+    """A row reduction: its reads are strided along the parallel loop, so cooperative rows keep it."""
+    for i in range(N):
+        s[i] = 0.0
+        for j in range(M):
+            s[i] += A[i, j]
+
+
+def _columns(sched: pf.Schedule):
+    return [k for k in sched.kernels if k.columns is not None]
+
+
+def test_polybench_column_sums_fill_the_gpu() -> None:
+    for name, sizes in (("atax", {"m": 1900, "n": 2100}), ("bicg", {"m": 1900, "n": 2100}), ("mvt", {"n": 2000}),
+                        ("gemver", {"n": 2000}), ("covariance", {"m": 1200, "n": 1400})):
+        k = BY_NAME[name]
+        prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
+        sched = pf.schedule(prog, target="cuda", params=sizes)
+        planned = _columns(sched)
+        assert planned, (name, [(kk.statements, kk.grid) for kk in sched.kernels])
+        for kernel in planned:
+            assert kernel.block == (32, 8) and math.prod(kernel.grid) >= 132, (name, kernel.grid)
+            assert f"{kernel.name}: column reduction: 32 columns x 8 row slices per block" in sched.explain()
+
+
+def test_only_reassociable_column_sums_are_shared() -> None:
+    sizes = {"N": 4000, "M": 64}
+    assert _columns(pf.schedule(colsum, target="cuda", params=sizes))
+    assert not _columns(pf.schedule(colsum, target="cuda", params=sizes, reassociate=False))  # floats: source order
+    assert _columns(pf.schedule(colsum_i32, target="cuda", params=sizes, reassociate=False))  # integers: exact anyway
+    assert not _columns(pf.schedule(rowsum, target="cuda", params=sizes))
+
+
+@needs_sim
+@pytest.mark.parametrize("prog", [colsum, colsum_i32], ids=lambda p: p.name)
+@pytest.mark.parametrize("n, m", [(1, 1), (7, 33), (130, 37), (2000, 40)])
+def test_column_sums_equal_the_reference_in_the_simulator(prog: pf.Program, n: int, m: int) -> None:
+    rng = np.random.default_rng(3)
+    for params in ({"N": n, "M": m}, None):
+        args = {}
+        for name in prog.arguments:
+            a = prog.arrays[name]
+            shape = a.concrete_shape({"N": n, "M": m})
+            args[name] = (rng.integers(-50, 50, shape) if a.dtype.name == "i32" else rng.standard_normal(shape)).astype(a.dtype.numpy)
+        want = {k: v.copy() for k, v in args.items()}
+        pf.reference(prog)(**want)
+        sched = pf.schedule(prog, target="cuda", params=params)
+        assert _columns(sched)
+        pf.compile(prog, target="cuda-sim", params=params)(**args)
+        np.testing.assert_allclose(args["s"], want["s"], rtol=1e-4, atol=1e-3)
