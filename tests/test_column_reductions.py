@@ -1,6 +1,6 @@
-"""CUDA column reductions (``schedule/mapping/column_reductions.py``, ``codegen/cuda_columns.py``): sums
-into a vector along one loop share their rows among a grid of blocks, and equal the reference in the
-simulator at sizes with partial blocks and several row slices."""
+"""CUDA sums into a vector (``schedule/mapping/column_reductions.py``, ``codegen/cuda_columns.py``): a sum
+along one loop shares that loop among many threads (columns: a grid of blocks and atomics; rows: a warp
+per element), and equals the reference in the simulator at sizes with partial blocks and several slices."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def colsum_i32(A: pf.i32[N, M], s: pf.i32[M]):
 
 @pf.program
 def rowsum(A: pf.f32[N, M], s: pf.f32[N]):
-    """A row reduction: its reads are strided along the parallel loop, so cooperative rows keep it."""
+    """A row sum (gemv's shape): a warp per element."""
     for i in range(N):
         s[i] = 0.0
         for j in range(M):
@@ -46,7 +46,11 @@ def rowsum(A: pf.f32[N, M], s: pf.f32[N]):
 
 
 def _columns(sched: pf.Schedule):
-    return [k for k in sched.kernels if k.columns is not None]
+    return [k for k in sched.kernels if k.vector_sum is not None]
+
+
+def _layouts(sched: pf.Schedule) -> set[str]:
+    return {k.vector_sum.layout for k in _columns(sched)}
 
 
 def test_polybench_column_sums_fill_the_gpu() -> None:
@@ -59,7 +63,9 @@ def test_polybench_column_sums_fill_the_gpu() -> None:
         assert planned, (name, [(kk.statements, kk.grid) for kk in sched.kernels])
         for kernel in planned:
             assert kernel.block == (32, 8) and math.prod(kernel.grid) >= 132, (name, kernel.grid)
-            assert f"{kernel.name}: column reduction: 32 columns x 8 row slices per block" in sched.explain()
+            what = "column reduction: 32 columns x 8 row slices per block" if kernel.vector_sum.layout == "columns" else "row sum: a warp per element"
+            assert f"{kernel.name}: {what}" in sched.explain()
+        assert _layouts(sched) == ({"columns"} if name == "covariance" else {"rows", "columns"}), name  # (atax: tmp, then y)
 
 
 def test_only_reassociable_column_sums_are_shared() -> None:
@@ -67,11 +73,11 @@ def test_only_reassociable_column_sums_are_shared() -> None:
     assert _columns(pf.schedule(colsum, target="cuda", params=sizes))
     assert not _columns(pf.schedule(colsum, target="cuda", params=sizes, reassociate=False))  # floats: source order
     assert _columns(pf.schedule(colsum_i32, target="cuda", params=sizes, reassociate=False))  # integers: exact anyway
-    assert not _columns(pf.schedule(rowsum, target="cuda", params=sizes))
+    assert _layouts(pf.schedule(rowsum, target="cuda", params=sizes)) == {"rows"}
 
 
 @needs_sim
-@pytest.mark.parametrize("prog", [colsum, colsum_i32], ids=lambda p: p.name)
+@pytest.mark.parametrize("prog", [colsum, colsum_i32, rowsum], ids=lambda p: p.name)
 @pytest.mark.parametrize("n, m", [(1, 1), (7, 33), (130, 37), (2000, 40)])
 def test_column_sums_equal_the_reference_in_the_simulator(prog: pf.Program, n: int, m: int) -> None:
     rng = np.random.default_rng(3)
@@ -85,5 +91,5 @@ def test_column_sums_equal_the_reference_in_the_simulator(prog: pf.Program, n: i
         pf.reference(prog)(**want)
         sched = pf.schedule(prog, target="cuda", params=params)
         assert _columns(sched)
-        pf.compile(prog, target="cuda-sim", params=params)(**args)
+        pf.compile(prog, target="cuda-sim", params=params)(**args)  # (s given: written in place)
         np.testing.assert_allclose(args["s"], want["s"], rtol=1e-4, atol=1e-3)

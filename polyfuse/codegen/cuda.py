@@ -42,7 +42,7 @@ from polyfuse.codegen.ast import (
 )
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.codegen.cuda_columns import column_kernel
-from polyfuse.codegen.cuda_mapping import atomic_mapped_bands, mapping_info, thread_member_values
+from polyfuse.codegen.cuda_mapping import atomic_mapped_bands, mapping_info, register_copy_values, thread_member_values
 from polyfuse.codegen.cuda_micro import COPY_PRELUDE, MicroKernel, launch_bounds
 from polyfuse.codegen.cuda_rows import BLOCK_REDUCE_PRELUDE, print_cyclic_for, print_row_mark
 from polyfuse.codegen.cuda_values import value_text
@@ -315,7 +315,7 @@ def generate_cuda(sched: Schedule) -> Code:
     try:
         ast_root = build_ast(program, tree, _size_context(program, sched.params),
                              statements=promotion.statements if promotion is not None else None,
-                             member_values=thread_member_values(mapping, names))
+                             member_values=_member_values(mapping, names, promotion, buffers))
     except AstCoverageError as e:
         if promotion is None:
             raise
@@ -354,7 +354,7 @@ def generate_cuda(sched: Schedule) -> Code:
                     origins[it] = dialect.min([lows[k], "0"])
         if kernel.microtile is not None:  # a register micro-tile: the printer of its plan (cuda_micro.py)
             return _micro_launch(program, sched, kernel, fname, dialect, axes, origins, ranges, host_iters, kernels_text)
-        if kernel.columns is not None:  # a column reduction (cuda_columns.py)
+        if kernel.vector_sum is not None:  # a sum into a vector (cuda_columns.py)
             return _columns_launch(program, sched, kernel, fname, dialect, host_iters, kernels_text)
         printer = KernelPrinter(program, dialect, axes)
         printer.origins = origins
@@ -386,6 +386,15 @@ def generate_cuda(sched: Schedule) -> Code:
     return Code(text, "cuda", tuple(sched.kernels), plan.kernels[0] if plan.kernels else "", signature, (), plan)
 
 
+def _member_values(mapping, names, promotion, buffers) -> dict:
+    """The thread members' values of the compute statements and of the register copies."""
+    values = thread_member_values(mapping, names)
+    if promotion is not None:
+        for name, members in register_copy_values(promotion.statements, buffers, mapping, names).items():
+            values.setdefault(name, members)
+    return values
+
+
 def _micro_launch(program: Program, sched: Schedule, kernel: Kernel, fname: str, dialect: CudaDialect, axes: Mapping[str, str],
                   origins: Mapping[str, str], ranges: Mapping[str, Mapping[str, tuple[str, str]]], host_iters: tuple[str, ...],
                   kernels_text: list[str]) -> Launch:
@@ -407,7 +416,7 @@ def _micro_launch(program: Program, sched: Schedule, kernel: Kernel, fname: str,
 def _columns_launch(program: Program, sched: Schedule, kernel: Kernel, fname: str, dialect: CudaDialect,
                     host_iters: tuple[str, ...], kernels_text: list[str]) -> Launch:
     """The launch of a column-reduction kernel, its source appended to ``kernels_text``."""
-    plan = kernel.columns
+    plan = kernel.vector_sum
     lines, arrays, scalars, grid = column_kernel(program, plan, dialect, _size_context(program, sched.params))
     printer = KernelPrinter(program, dialect, {})
     printer.arrays, printer.scalars, printer.statements, printer.lines = arrays, scalars, [plan.statement], lines

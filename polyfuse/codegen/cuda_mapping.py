@@ -45,6 +45,31 @@ def thread_member_values(mapping: Mapping[str, Mapping[str, tuple[isl.ScheduleNo
     return out
 
 
+def register_copy_values(statements: Mapping[str, object], buffers: Mapping[str, object],
+                         mapping: Mapping[str, Mapping[str, tuple[isl.ScheduleNode, int, int]]],
+                         names: Sequence[str]) -> dict[str, dict[str, isl.PwAff]]:
+    """:func:`thread_member_values` for the register copies (loads, stores, window updates): their instances
+    are named by the schedule prefix below the thread band (``schedule/movement/copies.py``), so a thread
+    member's value is the copy's own coordinate at that depth. Without it a copy isl printed no thread
+    loop for ran on thread 0 while the statement reading its register ran on the thread of its value."""
+    out: dict[str, dict[str, isl.PwAff]] = {}
+    for buffer in buffers.values():
+        info = mapping.get(buffer.kernel, {})
+        if buffer.space != "register" or BLOCK_MARK not in info:
+            continue
+        band, n, _ = info[BLOCK_MARK]
+        depth = band.get_schedule_depth()
+        for name, stmt in statements.items():
+            if not any(a.array == buffer.name for a in stmt.accesses):
+                continue
+            space = stmt.domain.get_space()
+            for k in range(n):
+                if depth + k < stmt.domain.dim(isl.dim_type.set):
+                    var = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(space), isl.dim_type.set, depth + k)
+                    out.setdefault(name, {})[names[depth + k]] = var
+    return out
+
+
 def mapping_info(tree: isl.Schedule) -> dict[str, dict[str, tuple[isl.ScheduleNode, int, int]]]:
     """For each kernel name: its grid and block bands, how many members each maps, and the host depth."""
     out: dict[str, dict[str, tuple[isl.ScheduleNode, int, int]]] = {}

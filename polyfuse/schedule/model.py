@@ -79,7 +79,7 @@ class Kernel:
     serial: str = ""  # why a kernel with a parallel loop runs on one thread anyway ("" when it does not)
     reduction: str = ""  # CUDA: how the threads share a reduction into one element (block_reductions.py)
     microtile: Any = None  # CUDA: the register micro-tile plan its printer follows (tiling/cuda_microtile.py)
-    columns: Any = None  # CUDA: the column-reduction plan its printer follows (mapping/column_reductions.py)
+    vector_sum: Any = None  # CUDA: the plan of a sum into a vector its printer follows (mapping/column_reductions.py)
 
     @property
     def without_parallel_loop(self) -> bool:
@@ -183,8 +183,8 @@ class Schedule:
                 lines.append(f"  {k.name}: parallel reduction: {k.reduction}")
             if k.microtile is not None:
                 lines.append(f"  {k.name}: {k.microtile}")
-            if k.columns is not None:
-                lines.append(f"  {k.name}: {k.columns}")
+            if k.vector_sum is not None:
+                lines.append(f"  {k.name}: {k.vector_sum}")
             elif k.parallel_depth == 0:
                 lines.append(f"  {k.name}: sequential: {self._sequential_reason(k)}")
         for d in self.decisions:

@@ -1,25 +1,29 @@
-"""Column reductions on CUDA: ``y[j] += f(A[i, j], x[i], ...)`` summed over ``i`` by a grid of blocks,
-not by one thread per column.
+"""Sums into a vector on CUDA: ``y[j] += f(A[i, j], ...)`` summed over ``i`` (a *column* sum) or
+``y[i] += f(A[i, j], ...)`` summed over ``j`` (a *row* sum, gemv) by many threads per element, not one.
 
-A sum into a vector along one loop (atax's ``y[j] += A[i][j] * tmp[i]``, bicg, mvt, gemver, covariance's
-column means) maps its column loop ``j`` to threads and leaves the whole ``i`` loop to each thread: a
-vector of 2000 columns is 63 blocks of 32 threads on an H100's 132 SMs, each thread walking 1900 rows.
-Since a sum may be reassociated (``reassociate=True``; integers always), the rows can be shared instead.
-:func:`column_reductions` (a pass after mapping, like ``block_reductions.py``) re-lays such kernels:
+A sum into a vector along one loop maps the vector's loop to threads and leaves the whole other loop to
+each thread: atax's ``y[j] += A[i][j] * tmp[i]`` over 2000 columns is 63 blocks of 32 threads on an H100's
+132 SMs, each thread walking 1900 rows; its ``tmp[i] += A[i][j] * x[j]`` also reads ``A`` a row apart
+between neighbouring threads. Since a sum may be reassociated (``reassociate=True``; integers always), the
+loop summed over can be shared. :func:`column_reductions` (a pass after mapping, like
+``block_reductions.py``) re-lays such kernels:
 
-* **When.** A CUDA kernel of one statement of depth 2 at the root's depth whose value adds to one element
-  per column (``X[j] += e`` or ``X[j] = X[j] + e``; ``rows.reduction_op`` is a sum), the column ``j``
-  moving ``X`` contiguously, the row ``i`` not at all; both bounds functions of the sizes alone; ``e``
-  not reading ``X``; f32, f64 or i32 (``atomicAdd`` exists for them).
-* **Layout** (printed by ``codegen/cuda_columns.py``). Blocks of 32 x 8 threads: ``threadIdx.x`` along 32
-  consecutive columns (coalesced reads of ``A[i][j]``), ``threadIdx.y`` and ``blockIdx.y`` sharing the
-  rows cyclically; each thread sums its rows in a register, the block's 8 partial sums of a column are
-  added through shared memory, and one ``atomicAdd`` per column and block adds them to the element.
-  ``blockIdx.y`` takes enough row slices for two blocks per SM where the column blocks are fewer (264
-  blocks with unknown sizes, at least 8 rows per thread).
+* **When.** A CUDA kernel of one statement of depth 2 at the root's depth (no host loop around it) whose
+  value adds to one element of a global array per iteration of one loop (``X[v] += e`` or
+  ``X[v] = X[v] + e``; ``rows.reduction_op`` is a sum), the other loop not moving ``X``; both bounds
+  functions of the sizes alone; ``e`` not reading ``X``; f32, f64 or i32 (``atomicAdd`` exists for them).
+  *Columns*: ``X``'s loop moves ``X`` and every read that moves with it by one element (coalesced along
+  the vector). *Rows*: every read that moves with the summed loop moves by one element along it.
+* **Columns** (printed by ``codegen/cuda_columns.py``). Blocks of 32 x 8 threads: ``threadIdx.x`` along 32
+  consecutive elements, ``threadIdx.y`` and ``blockIdx.y`` sharing the summed loop cyclically; each thread
+  sums in a register, the block's 8 partial sums of an element are added through shared memory, and one
+  ``atomicAdd`` per element and block adds them to it. ``blockIdx.y`` takes enough slices for two blocks per
+  SM where the element blocks are fewer (264 blocks with unknown sizes, at least 8 iterations a thread).
+* **Rows**. A warp per element, 8 per block: the 32 lanes share the summed loop (consecutive addresses),
+  a warp shuffle adds their sums, and lane 0 adds the total to the element.
 
 The schedule tree keeps the ordinary mapping (legality and traffic see it); the plan rides on
-``Kernel.columns``.
+``Kernel.vector_sum``.
 """
 
 from __future__ import annotations
@@ -47,16 +51,21 @@ DTYPES = ("f32", "f64", "i32")
 
 @dataclass(frozen=True)
 class ColumnReduction:
-    """The plan of a column-reduction kernel: the statement, its column and row iterators (names), the
-    row slices of the grid (``blockIdx.y``), and the value added (``increment``)."""
+    """The plan of a sum into a vector: the statement, the loop of the vector's element (``column``:
+    its iterator's name) and the loop summed over (``row``), the layout (``"columns"`` or ``"rows"``), the
+    slices of the summed loop along ``blockIdx.y`` (columns), and the value added (``increment``)."""
 
     statement: str
     column: str
     row: str
     slices: int
     increment: Expr
+    layout: str = "columns"
 
     def __str__(self) -> str:
+        if self.layout == "rows":
+            return (f"row sum: a warp per element of {self.column}, 8 per block, its 32 lanes sharing {self.row}, "
+                    "a warp shuffle adding their sums, lane 0 adding the total to the element")
         return (f"column reduction: {LANES} columns x {SLICES} row slices per block, {self.slices} block(s) along "
                 f"{self.row}, a register sum per thread, the block's partial sums added in shared memory, one "
                 "atomicAdd per column and block")
@@ -71,15 +80,18 @@ def column_reductions(sched: Schedule, reassociate: bool = True) -> Schedule:
     for k in sched.kernels:
         if len(k.statements) != 1 or k.microtile is not None or k.reduction or k.name not in at_root:
             continue  # (below a host loop a launch runs one row, or a few: the kernel would sum all of them)
-        if k.parallel_depth != 1:
+        s = sched.program.statement(k.statements[0])
+        if k.parallel_depth != 1 or s.write.array in sched.contracted:
             continue
-        plan = plan_column_reduction(sched.program, sched.program.statement(k.statements[0]), reassociate, sched.params)
+        plan = plan_column_reduction(sched.program, s, reassociate, sched.params)
         if plan is not None:
-            s = sched.program.statement(k.statements[0])
             itemsize = sched.program.arrays[s.write.array].dtype.bits // 8
-            columns = _extent(s, s.iterators.index(plan.column), sched.params)
-            changed[k.name] = dataclasses.replace(k, columns=plan, block=(LANES, SLICES), shared_bytes=SLICES * (LANES + 1) * itemsize,
-                                                  grid=(math.ceil(columns / LANES) if columns else 0, plan.slices))
+            elements = _extent(s, s.iterators.index(plan.column), sched.params)
+            if plan.layout == "rows":
+                grid, shared = (math.ceil(elements / SLICES) if elements else 0, 1), 0
+            else:
+                grid, shared = (math.ceil(elements / LANES) if elements else 0, plan.slices), SLICES * (LANES + 1) * itemsize
+            changed[k.name] = dataclasses.replace(k, vector_sum=plan, block=(LANES, SLICES), shared_bytes=shared, grid=grid)
     if not changed:
         return sched
     kernels = tuple(changed.get(k.name, k) for k in sched.kernels)
@@ -109,25 +121,28 @@ def plan_column_reduction(prog: Program, s: Statement, reassociate: bool, params
     if write is None or any(access_coefficients(a.relation) is None for a in s.accesses):
         return None
     moves = [any(c[0][d] for c in write) for d in range(2)]
-    if moves.count(True) != 1:
+    if moves.count(True) != 1 or not _rectangular(s.domain):
         return None
     column = moves.index(True)
-    if write[-1][0][column] != 1 or any(c[0][column] for c in write[:-1]):
-        return None
-    for k, a in enumerate(s.accesses):  # (a read strided along the column, atax's A[i][j] summed over j,
-        c = access_coefficients(a.relation)  # is a row reduction: cooperative rows read it contiguously)
-        if k != s.target and any(x[0][column] for x in c) and (c[-1][0][column] != 1 or any(x[0][column] for x in c[:-1])):
-            return None
-    if not _rectangular(s.domain):
-        return None
+    reads = [access_coefficients(a.relation) for k, a in enumerate(s.accesses) if k != s.target]
+
+    def contiguous(coeffs, d: int) -> bool:  # moves by one element along d, or not at all
+        return not any(x[0][d] for x in coeffs) or (coeffs[-1][0][d] == 1 and not any(x[0][d] for x in coeffs[:-1]))
+
     names = s.iterators
-    return ColumnReduction(s.name, names[column], names[1 - column], _slices(s, column, params), increment)
+    if contiguous(write, column) and all(contiguous(c, column) for c in reads):
+        return ColumnReduction(s.name, names[column], names[1 - column], _slices(s, column, params), increment)
+    if all(contiguous(c, 1 - column) for c in reads):
+        return ColumnReduction(s.name, names[column], names[1 - column], 1, increment, "rows")
+    return None
 
 
 def column_candidate(prog: Program, s: Statement) -> bool:
-    """Whether ``s`` alone has a column reduction's shape, reassociation allowed (used to distribute a
-    kernel around it, ``microtile.distribute_contractions``)."""
-    return plan_column_reduction(prog, s, True, None) is not None
+    """Whether ``s`` alone has the shape of a sum into a vector, reassociation allowed (used to distribute a
+    kernel around it, ``microtile.distribute_contractions``). A row sum into a temporary is left in its
+    kernel: cooperative rows keep such a row (softmax's sum) in a register of a fused kernel instead."""
+    plan = plan_column_reduction(prog, s, True, None)
+    return plan is not None and (plan.layout == "columns" or prog.arrays[s.write.array].role != "temp")
 
 
 def _increment(s: Statement) -> Expr | None:
