@@ -140,14 +140,20 @@ def _constant_element(s: Statement) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+def domain_at(s: Statement, params: Mapping[str, int]) -> isl.Set:
+    """``s``'s domain with every size param fixed to its value in ``params``."""
+    dom = s.domain
+    for k, p in enumerate(dom.get_space().get_var_names(isl.dim_type.param)):
+        dom = dom.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(dom.get_ctx(), int(params[p])))
+    return dom
+
+
 def _instances(prog: Program, s: Statement, params: Mapping[str, int], host: int = 0) -> int | None:
     """How many instances of ``s`` one launch runs at ``params``, at most (None when some size is
     unknown): all of them, or below host loops the product of the inner loops' extents."""
     if any(p not in params for p in prog.params):
         return None
-    dom = s.domain
-    for k, p in enumerate(dom.get_space().get_var_names(isl.dim_type.param)):
-        dom = dom.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(dom.get_ctx(), int(params[p])))
+    dom = domain_at(s, params)
     if dom.is_empty():
         return 0
     if host == 0:

@@ -37,6 +37,7 @@ import islpy as isl
 
 from polyfuse.ir.expr import Binary, Expr, Read
 from polyfuse.ir.program import Program, Statement
+from polyfuse.schedule.mapping.block_reductions import domain_at
 from polyfuse.schedule.mapping.rows import reduction_op
 from polyfuse.schedule.model import BASE_KEY, KERNEL_MARK, Kernel, Schedule
 from polyfuse.schedule.movement.kernel_tree import count_kernels, kernel_mark, kernel_marks
@@ -172,9 +173,7 @@ def _rectangular(domain: isl.Set) -> bool:
 def _extent(s: Statement, d: int, params: Mapping[str, int] | None) -> int | None:
     if params is None or any(p not in params for p in s.domain.get_space().get_var_names(isl.dim_type.param)):
         return None
-    dom = s.domain
-    for k, p in enumerate(dom.get_space().get_var_names(isl.dim_type.param)):
-        dom = dom.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(dom.get_ctx(), int(params[p])))
+    dom = domain_at(s, params)
     if dom.is_empty():
         return 0
     return int(dom.dim_max_val(d).to_python()) - int(dom.dim_min_val(d).to_python()) + 1
