@@ -41,16 +41,16 @@ from polyfuse.codegen.ast import (
     statement_call,
 )
 from polyfuse.codegen.code import Argument, Code
-from polyfuse.codegen.cuda_columns import column_kernel
 from polyfuse.codegen.cuda_mapping import atomic_mapped_bands, mapping_info, register_copy_values, thread_member_values
 from polyfuse.codegen.cuda_micro import COPY_PRELUDE, MicroKernel, launch_bounds
 from polyfuse.codegen.cuda_rows import BLOCK_REDUCE_PRELUDE, print_cyclic_for, print_row_mark
 from polyfuse.codegen.cuda_values import value_text
+from polyfuse.codegen.cuda_vector_sums import vector_sum_kernel
 from polyfuse.codegen.host_plan import KernelArg, Launch, host_plan_from_ast, mapped_lower_bounds, mapped_ranges
 from polyfuse.errors import CodegenError, warn
 from polyfuse.ir.expr import ScalarArg
 from polyfuse.ir.program import Array, Program
-from polyfuse.schedule.mapping.column_reductions import LANES, SLICES
+from polyfuse.schedule.mapping.vector_sums import LANES, SLICES
 from polyfuse.schedule.model import BLOCK_MARK, CYCLIC_MARK, GRID_MARK, KERNEL_MARK, REDUCE_MARK, SYNC_MARK, Kernel, Schedule
 from polyfuse.types import SizeExpr
 
@@ -354,8 +354,8 @@ def generate_cuda(sched: Schedule) -> Code:
                     origins[it] = dialect.min([lows[k], "0"])
         if kernel.microtile is not None:  # a register micro-tile: the printer of its plan (cuda_micro.py)
             return _micro_launch(program, sched, kernel, fname, dialect, axes, origins, ranges, host_iters, kernels_text)
-        if kernel.vector_sum is not None:  # a sum into a vector (cuda_columns.py)
-            return _columns_launch(program, sched, kernel, fname, dialect, host_iters, kernels_text)
+        if kernel.vector_sum is not None:  # a sum into a vector (cuda_vector_sums.py)
+            return _vector_sum_launch(program, sched, kernel, fname, dialect, host_iters, kernels_text)
         printer = KernelPrinter(program, dialect, axes)
         printer.origins = origins
         if CYCLIC_MARK in info:
@@ -404,25 +404,33 @@ def _micro_launch(program: Program, sched: Schedule, kernel: Kernel, fname: str,
     grid_iterators = [it for it, ax in axes.items() if ax.startswith("blockIdx")]
     body = MicroKernel(program, plan, dialect, _size_context(program, sched.params), origins, grid_iterators, sched.reassociate,
                        sched.params).build()
-    printer = KernelPrinter(program, dialect, {it: ax for it, ax in axes.items() if ax.startswith("blockIdx")})
-    printer.arrays, printer.scalars = body.arrays, body.scalars
-    printer.statements, printer.lines = [plan.statement], body.shared + body.lines
-    args = _kernel_args(program, printer, host_iters)
-    kernels_text.append(_kernel_source(fname, kernel, args, printer, dict(printer.axes), dialect, launch_bounds(plan), str(plan)))
+    args = _template_kernel(program, kernel, fname, dialect, {it: axes[it] for it in grid_iterators}, host_iters, kernels_text,
+                            body.shared + body.lines, body.arrays, body.scalars, launch_bounds(plan))
     grid = _extents(ranges.get("blockIdx", {}), {})
     return Launch(fname, grid or ("1",), tuple(str(b) for b in kernel.block), args)
 
 
-def _columns_launch(program: Program, sched: Schedule, kernel: Kernel, fname: str, dialect: CudaDialect,
+def _vector_sum_launch(program: Program, sched: Schedule, kernel: Kernel, fname: str, dialect: CudaDialect,
                     host_iters: tuple[str, ...], kernels_text: list[str]) -> Launch:
     """The launch of a column-reduction kernel, its source appended to ``kernels_text``."""
     plan = kernel.vector_sum
-    lines, arrays, scalars, grid = column_kernel(program, plan, dialect, _size_context(program, sched.params))
-    printer = KernelPrinter(program, dialect, {})
-    printer.arrays, printer.scalars, printer.statements, printer.lines = arrays, scalars, [plan.statement], lines
-    args = _kernel_args(program, printer, host_iters)
-    kernels_text.append(_kernel_source(fname, kernel, args, printer, {}, dialect, f"__launch_bounds__({LANES * SLICES}) ", str(plan)))
+    lines, arrays, scalars, grid = vector_sum_kernel(program, plan, dialect, _size_context(program, sched.params))
+    args = _template_kernel(program, kernel, fname, dialect, {}, host_iters, kernels_text, lines, arrays, scalars,
+                            f"__launch_bounds__({LANES * SLICES}) ")
     return Launch(fname, grid, (str(LANES), str(SLICES)), args)
+
+
+def _template_kernel(program: Program, kernel: Kernel, fname: str, dialect: CudaDialect, axes: Mapping[str, str],
+                     host_iters: tuple[str, ...], kernels_text: list[str], lines: list[str], arrays: Mapping[str, bool],
+                     scalars: set[str], bounds: str) -> tuple[KernelArg, ...]:
+    """Append the source of a kernel printed from its plan (``Kernel.microtile``, ``Kernel.vector_sum``)
+    rather than from the AST, and return its arguments."""
+    plan = kernel.microtile if kernel.microtile is not None else kernel.vector_sum
+    printer = KernelPrinter(program, dialect, axes)
+    printer.arrays, printer.scalars, printer.statements, printer.lines = dict(arrays), set(scalars), [plan.statement], lines
+    args = _kernel_args(program, printer, host_iters)
+    kernels_text.append(_kernel_source(fname, kernel, args, printer, dict(axes), dialect, bounds, str(plan)))
+    return args
 
 
 def _extents(ranges: Mapping[str, tuple[str, str]], strides: Mapping[str, int]) -> tuple[str, ...]:

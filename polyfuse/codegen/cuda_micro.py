@@ -139,13 +139,7 @@ class MicroKernel:
     def build(self) -> MicroKernel:
         plan, stmt = self.plan, self.stmt
         tx, ty = plan.threads
-        write = stmt.write.array
-        self.arrays[write] = True
-        for r in plan.staged:
-            self.arrays.setdefault(stmt.accesses[r.access].array, False)
-        for k, acc in enumerate(stmt.accesses):
-            if k != stmt.target:
-                self.arrays.setdefault(acc.array, False)
+        self.arrays = statement_arrays(stmt)
         for r in plan.staged:
             outer, inner = plan.tile_shape(r)
             ctype = self.program.arrays[stmt.accesses[r.access].array].dtype.c_name
@@ -207,7 +201,7 @@ class MicroKernel:
 
     def _accumulators(self, load: bool) -> None:
         plan, stmt = self.plan, self.stmt
-        values = {d: v for d, v in self.var.items()}
+        values = dict(self.var)
         flat = self._flat(stmt.target, values)
         target = f"{stmt.write.array}[{flat}]"
         inside = " && ".join([self._in_bounds(d, v) for d, v in self.var.items() if v in (ROW, LANE)])
@@ -254,7 +248,7 @@ class MicroKernel:
                 d += 1
             self.emit(f"const int pf_o = pf_v / {per_row}, pf_e = (pf_v % {per_row}) * {width};", d)
             self.emit(f"const {self.idx} {coords[0]} = {start[coords[0]]} + pf_o, {coords[1]} = {start[coords[1]]} + pf_e;", d)
-            values = {dd: v for dd, v in self.var.items()}
+            values = dict(self.var)
             inv = {v: dd for dd, v in self.var.items()}
             outer_ok = self._in_bounds(inv[coords[0]], coords[0])
             if width > 1:
@@ -325,6 +319,14 @@ class MicroKernel:
         body(depth + 2)
         self.emit("}", depth + 1)
         self.emit("}", depth)
+
+
+def statement_arrays(stmt: Statement) -> dict[str, bool]:
+    """The arrays ``stmt`` touches, name -> whether it writes them (a template kernel's signature)."""
+    out: dict[str, bool] = {}
+    for k, a in enumerate(stmt.accesses):
+        out[a.array] = out.get(a.array, False) or k == stmt.target
+    return out
 
 
 def iterator_bounds(program: Program, stmt: Statement, iterator: str, context: isl.Set | None, dialect) -> tuple[str, str]:

@@ -153,15 +153,24 @@ static void forget_other_blocks(const Array& a, Cell& c)
   if (c.r_launch == launch) c.r_old_block = -1;
 }
 
+/* an access (``did``) of the running thread against the cell's atomic updates and its writer; true when
+   it conflicts with the writer */
+static bool against_writers(const Array& a, const Cell& c, long long flat, const char* did)
+{
+  if (c.x_launch == launch && unordered(c.x_block, c.x_thread, c.x_epoch))
+    conflict(a, flat, did, c.x_block, c.x_thread, "updates atomically");
+  if (c.w_launch == launch && unordered(c.w_block, c.w_thread, c.w_epoch)) {
+    conflict(a, flat, did, c.w_block, c.w_thread, "writes");
+    return true;
+  }
+  return false;
+}
+
 static void read(Array& a, long long flat)
 {
   Cell& c = a.cells[flat];
   forget_other_blocks(a, c);
-  if (c.x_launch == launch && unordered(c.x_block, c.x_thread, c.x_epoch))
-    conflict(a, flat, "reads", c.x_block, c.x_thread, "updates atomically");
-  if (c.w_launch == launch && unordered(c.w_block, c.w_thread, c.w_epoch))
-    conflict(a, flat, "reads", c.w_block, c.w_thread, "writes");
-  else if (a.shared && c.w_launch != launch)
+  if (!against_writers(a, c, flat, "reads") && a.shared && c.w_launch != launch)
     issue(thread_name(block, current) + " reads __shared__ " + element(a, flat) + ", which no thread of its block has written", true);
   if (c.r_launch != launch) {
     c.r_launch = launch; c.r_block = block; c.r_thread = current; c.r_other = -1; c.r_epoch = epoch; c.r_old_block = -1;
@@ -191,11 +200,7 @@ static void write(Array& a, long long flat)
 {
   Cell& c = a.cells[flat];
   forget_other_blocks(a, c);
-  if (c.x_launch == launch && unordered(c.x_block, c.x_thread, c.x_epoch))
-    conflict(a, flat, "writes", c.x_block, c.x_thread, "updates atomically");
-  if (c.w_launch == launch && unordered(c.w_block, c.w_thread, c.w_epoch))
-    conflict(a, flat, "writes", c.w_block, c.w_thread, "writes");
-  else
+  if (!against_writers(a, c, flat, "writes"))
     against_readers(a, c, flat, "writes");
   c.w_launch = launch; c.w_block = block; c.w_thread = current; c.w_epoch = epoch;
   c.r_launch = 0;

@@ -58,10 +58,10 @@ from polyfuse.schedule.fusion.scheduler import (
 from polyfuse.schedule.fusion.smart import Variant, apart_of, counted_microtiles, smart_by_traffic, unrated
 from polyfuse.schedule.mapping.block_reductions import block_reductions
 from polyfuse.schedule.mapping.choices import parallel_choices
-from polyfuse.schedule.mapping.column_reductions import column_candidate, column_reductions
 from polyfuse.schedule.mapping.kernels import Mapper, split
 from polyfuse.schedule.mapping.row_staging import stage_rows
 from polyfuse.schedule.mapping.rows import cooperative_rows
+from polyfuse.schedule.mapping.vector_sums import vector_sum_candidate, vector_sums
 from polyfuse.schedule.model import BASE_KEY, Schedule
 from polyfuse.schedule.movement.data_movement import data_movement
 from polyfuse.schedule.privatize import contract, temporaries
@@ -186,7 +186,7 @@ def schedule(
                          "the program runs in its source order")
     decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best)) if view is not None else None  # on first explain()
     best = block_reductions(best, bool(reassociate))  # CUDA: reductions into one element shared by the threads
-    best = column_reductions(best, bool(reassociate))  # CUDA: sums into a vector shared by a grid of blocks
+    best = vector_sums(best, bool(reassociate))  # CUDA: sums into a vector shared by many threads
     return _keep_base(best, decide=decide, notes=tuple(notes), reassociate=bool(reassociate))
 
 
@@ -200,7 +200,7 @@ def _only_fine_grained(sched: Schedule, explicit) -> bool:
 
 def _cuda_kernel_shape(shared_limit: int, prog: Program, stmt) -> bool:
     """Whether ``stmt`` gets a CUDA kernel shape of its own: a register micro-tile or a column reduction."""
-    return cuda_candidate(prog, stmt, shared_limit) or column_candidate(prog, stmt)
+    return cuda_candidate(prog, stmt, shared_limit) or vector_sum_candidate(prog, stmt)
 
 
 def _map_and_check(prog, base, view, target, tile, params, search, microtiles: bool, cache_bytes: int | None = None,

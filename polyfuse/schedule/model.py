@@ -79,7 +79,7 @@ class Kernel:
     serial: str = ""  # why a kernel with a parallel loop runs on one thread anyway ("" when it does not)
     reduction: str = ""  # CUDA: how the threads share a reduction into one element (block_reductions.py)
     microtile: Any = None  # CUDA: the register micro-tile plan its printer follows (tiling/cuda_microtile.py)
-    vector_sum: Any = None  # CUDA: the plan of a sum into a vector its printer follows (mapping/column_reductions.py)
+    vector_sum: Any = None  # CUDA: the plan of a sum into a vector its printer follows (mapping/vector_sums.py)
 
     @property
     def without_parallel_loop(self) -> bool:

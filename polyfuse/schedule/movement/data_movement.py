@@ -53,8 +53,8 @@ from polyfuse.analysis.legality import check_schedule
 from polyfuse.errors import IllegalTransformError
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T
-from polyfuse.schedule.model import BLOCK_MARK, KERNEL_MARK, Kernel, Promotion
-from polyfuse.schedule.movement.kernel_tree import count_kernels, kernel_mark, kernel_marks, kernel_parts
+from polyfuse.schedule.model import BLOCK_MARK, Kernel, Promotion
+from polyfuse.schedule.movement.kernel_tree import count_kernels, kernel_mark, kernel_parts, with_kernels
 from polyfuse.schedule.movement.promotion import DEFAULT_SHARED_BYTES, promote, shared_candidates
 from polyfuse.schedule.tiling.sizes import tile_band
 
@@ -85,10 +85,7 @@ def data_movement(
     full, promotion = promote(prog, tree, contracted, budget, sizes=sizes)
     if promotion is None:
         return tree, kernels, None
-    for n, mark in enumerate(kernel_marks(tree)):
-        k = promotion.kernels.get(mark.mark_get_id().user.name)
-        if k is not None:
-            tree = kernel_mark(tree, n).delete().insert_mark(isl.Id(KERNEL_MARK, user=k)).get_schedule()
+    tree = with_kernels(tree, promotion.kernels)
     kernels = tuple(promotion.kernels.get(k.name, k) for k in kernels)
     return tree, kernels, dataclasses.replace(promotion, tree=full)
 

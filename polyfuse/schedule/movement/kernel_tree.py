@@ -8,10 +8,12 @@ by position (the n-th ``kernel`` mark in a depth-first walk), since every edit r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import islpy as isl
 
 from polyfuse.schedule.bands import T
-from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK
+from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, Kernel
 
 
 def kernel_marks(tree: isl.Schedule) -> list[isl.ScheduleNode]:
@@ -35,6 +37,16 @@ def count_kernels(tree: isl.Schedule) -> int:
 
 def kernel_mark(tree: isl.Schedule, n: int) -> isl.ScheduleNode:
     return kernel_marks(tree)[n]
+
+
+def with_kernels(tree: isl.Schedule, by_name: Mapping[str, Kernel]) -> isl.Schedule:
+    """``tree`` with the ``Kernel`` of each kernel mark named in ``by_name`` replaced by the new record."""
+    for n in range(count_kernels(tree)):
+        mark = kernel_mark(tree, n)
+        k = mark.mark_get_id().user
+        if getattr(k, "name", None) in by_name:
+            tree = mark.delete().insert_mark(isl.Id(KERNEL_MARK, user=by_name[k.name])).get_schedule()
+    return tree
 
 
 def kernel_parts(mark: isl.ScheduleNode) -> tuple[isl.ScheduleNode, isl.ScheduleNode] | None:

@@ -187,8 +187,8 @@ def _plan(prog: Program, stmt: Statement, found: Contraction, dims: list[int], s
     names = stmt.iterators
     rows, lane, red = dims[found.rows], dims[found.lane], dims[found.reduction]
     batch = tuple(dims[m] for m in found.others)
-    if not _rectangular(stmt.domain, (rows, lane, red, *batch)):
-        return None
+    if sorted((rows, lane, red, *batch)) != list(range(stmt.depth)) or not rectangular(stmt.domain):
+        return None  # (an iterator outside the band, one fixed by the sizes, would need its value printed)
     if prog.arrays[stmt.write.array].dtype.bits // 8 not in (4, 8):
         return None
     staged: list[StagedRead] = []
@@ -212,23 +212,21 @@ def _plan(prog: Program, stmt: Statement, found: Contraction, dims: list[int], s
             return None
         itemsizes[k] = itemsize
         staged.append(StagedRead(k, side, contiguous))
-    plan = CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged))
-    stages = min(STAGES, min(shared_limit, SHARED_LIMIT) // max(plan.shared_bytes(itemsizes) // plan.stages, 1))
-    if stages < 2:
-        return None
     lanes = THREAD_LANES if prog.arrays[stmt.write.array].dtype.bits <= 32 else THREAD_LANES // 2
-    return CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged), stages,
+    plan = CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged),
                          thread_lanes=lanes)
+    stages = min(STAGES, min(shared_limit, SHARED_LIMIT) // max(plan.shared_bytes(itemsizes) // plan.stages, 1))
+    return dataclasses.replace(plan, stages=stages) if stages >= 2 else None
 
 
-def _rectangular(domain: isl.Set, dims: tuple[int, ...]) -> bool:
-    """Whether ``domain`` is the product of one interval per iterator, ``dims`` naming every iterator
-    (bounds in the sizes only: the kernel computes them once)."""
+def rectangular(domain: isl.Set) -> bool:
+    """Whether ``domain`` is the product of one interval per iterator (bounds in the sizes only: a kernel
+    computes them once)."""
     n = domain.dim(isl.dim_type.set)
-    if domain.dim(isl.dim_type.div) or domain.n_basic_set() != 1 or sorted(dims) != list(range(n)):
-        return False  # (an iterator outside ``dims``, one fixed by the sizes, would need its value printed)
+    if domain.dim(isl.dim_type.div) or domain.n_basic_set() != 1:
+        return False
     product = isl.Set.universe(domain.get_space())
-    for d in dims:
+    for d in range(n):
         only = domain
         for e in sorted(set(range(n)) - {d}, reverse=True):
             only = only.eliminate(isl.dim_type.set, e, 1)

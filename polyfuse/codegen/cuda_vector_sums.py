@@ -1,4 +1,4 @@
-"""The CUDA kernel of a sum into a vector (``schedule/mapping/column_reductions.py`` states the plans and
+"""The CUDA kernel of a sum into a vector (``schedule/mapping/vector_sums.py`` states the plans and
 why). Columns: 32 elements by 8 slices of the summed loop a block, the slices shared cyclically by
 ``threadIdx.y`` and ``blockIdx.y``, a register sum per thread, the block's 8 partial sums of an element
 added in shared memory, and one ``atomicAdd`` per element and block (the kernels before it initialised the
@@ -10,19 +10,19 @@ from __future__ import annotations
 import islpy as isl
 
 from polyfuse.codegen.ast import PYTHON
-from polyfuse.codegen.cuda_micro import flat_index, iterator_bounds
+from polyfuse.codegen.cuda_micro import flat_index, iterator_bounds, statement_arrays
 from polyfuse.codegen.cuda_values import value_text
-from polyfuse.ir.expr import Read, ScalarArg
+from polyfuse.ir.expr import ScalarArg
 from polyfuse.ir.program import Program
-from polyfuse.schedule.mapping.column_reductions import LANES, SLICES, ColumnReduction
+from polyfuse.schedule.mapping.vector_sums import LANES, SLICES, VectorSum
 
 COLUMN, ROW = "pf_j", "pf_i"
 
 
-def column_kernel(program: Program, plan: ColumnReduction, dialect, context: isl.Set | None
+def vector_sum_kernel(program: Program, plan: VectorSum, dialect, context: isl.Set | None
                   ) -> tuple[list[str], dict[str, bool], set[str], tuple[str, str]]:
     """The kernel body's lines (one level of indentation), the arrays it touches (name -> written), the
-    scalar arguments it reads, and the launch's grid as Python expressions over the sizes (x[, y])."""
+    scalar arguments it reads, and the launch's grid as Python expressions over the sizes (x, y)."""
     stmt = program.statement(plan.statement)
     names = stmt.iterators
     var = {names.index(plan.column): COLUMN, names.index(plan.row): ROW}
@@ -35,12 +35,7 @@ def column_kernel(program: Program, plan: ColumnReduction, dialect, context: isl
         lines = _rows(stmt.name, ctype, (jlo, jhi), (ilo, ihi), value, f"{stmt.write.array}[{target}]")
     else:
         lines = _columns(stmt.name, ctype, (jlo, jhi), (ilo, ihi), value, stmt.write.array, target)
-    arrays: dict[str, bool] = {}
-    for k, a in enumerate(stmt.accesses):
-        arrays[a.array] = arrays.get(a.array, False) or k == stmt.target
-    for n in plan.increment.walk():
-        if isinstance(n, Read):
-            arrays.setdefault(stmt.accesses[n.access].array, False)
+    arrays = statement_arrays(stmt)
     scalars = {n.name for n in plan.increment.walk() if isinstance(n, ScalarArg)}
     plo, phi = iterator_bounds(program, stmt, plan.column, context, PYTHON)
     per_block = SLICES if plan.layout == "rows" else LANES

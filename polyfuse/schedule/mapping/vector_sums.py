@@ -5,7 +5,7 @@ A sum into a vector along one loop maps the vector's loop to threads and leaves 
 each thread: atax's ``y[j] += A[i][j] * tmp[i]`` over 2000 columns is 63 blocks of 32 threads on an H100's
 132 SMs, each thread walking 1900 rows; its ``tmp[i] += A[i][j] * x[j]`` also reads ``A`` a row apart
 between neighbouring threads. Since a sum may be reassociated (``reassociate=True``; integers always), the
-loop summed over can be shared. :func:`column_reductions` (a pass after mapping, like
+loop summed over can be shared. :func:`vector_sums` (a pass after mapping, like
 ``block_reductions.py``) re-lays such kernels:
 
 * **When.** A CUDA kernel of one statement of depth 2 at the root's depth (no host loop around it) whose
@@ -14,7 +14,7 @@ loop summed over can be shared. :func:`column_reductions` (a pass after mapping,
   functions of the sizes alone; ``e`` not reading ``X``; f32, f64 or i32 (``atomicAdd`` exists for them).
   *Columns*: ``X``'s loop moves ``X`` and every read that moves with it by one element (coalesced along
   the vector). *Rows*: every read that moves with the summed loop moves by one element along it.
-* **Columns** (printed by ``codegen/cuda_columns.py``). Blocks of 32 x 8 threads: ``threadIdx.x`` along 32
+* **Columns** (printed by ``codegen/cuda_vector_sums.py``). Blocks of 32 x 8 threads: ``threadIdx.x`` along 32
   consecutive elements, ``threadIdx.y`` and ``blockIdx.y`` sharing the summed loop cyclically; each thread
   sums in a register, the block's 8 partial sums of an element are added through shared memory, and one
   ``atomicAdd`` per element and block adds them to it. ``blockIdx.y`` takes enough slices for two blocks per
@@ -39,8 +39,9 @@ from polyfuse.ir.expr import Binary, Expr, Read
 from polyfuse.ir.program import Program, Statement
 from polyfuse.schedule.mapping.block_reductions import domain_at
 from polyfuse.schedule.mapping.rows import reduction_op
-from polyfuse.schedule.model import BASE_KEY, KERNEL_MARK, Kernel, Schedule
-from polyfuse.schedule.movement.kernel_tree import count_kernels, kernel_mark, kernel_marks
+from polyfuse.schedule.model import BASE_KEY, Kernel, Schedule
+from polyfuse.schedule.movement.kernel_tree import kernel_marks, with_kernels
+from polyfuse.schedule.tiling.cuda_microtile import rectangular
 from polyfuse.schedule.tiling.microtile import access_coefficients
 
 LANES = 32  # threadIdx.x: consecutive columns
@@ -51,7 +52,7 @@ DTYPES = ("f32", "f64", "i32")
 
 
 @dataclass(frozen=True)
-class ColumnReduction:
+class VectorSum:
     """The plan of a sum into a vector: the statement, the loop of the vector's element (``column``:
     its iterator's name) and the loop summed over (``row``), the layout (``"columns"`` or ``"rows"``), the
     slices of the summed loop along ``blockIdx.y`` (columns), and the value added (``increment``)."""
@@ -72,7 +73,7 @@ class ColumnReduction:
                 "atomicAdd per column and block")
 
 
-def column_reductions(sched: Schedule, reassociate: bool = True) -> Schedule:
+def vector_sums(sched: Schedule, reassociate: bool = True) -> Schedule:
     """``sched`` (target ``"cuda"``) with every qualifying kernel planned as in the module docstring."""
     if sched.target != "cuda":
         return sched
@@ -84,7 +85,7 @@ def column_reductions(sched: Schedule, reassociate: bool = True) -> Schedule:
         s = sched.program.statement(k.statements[0])
         if k.parallel_depth != 1 or s.write.array in sched.contracted:
             continue
-        plan = plan_column_reduction(sched.program, s, reassociate, sched.params)
+        plan = plan_vector_sum(sched.program, s, reassociate, sched.params)
         if plan is not None:
             itemsize = sched.program.arrays[s.write.array].dtype.bits // 8
             elements = _extent(s, s.iterators.index(plan.column), sched.params)
@@ -96,12 +97,12 @@ def column_reductions(sched: Schedule, reassociate: bool = True) -> Schedule:
     if not changed:
         return sched
     kernels = tuple(changed.get(k.name, k) for k in sched.kernels)
-    tree = _retag(sched.tree, changed)
+    tree = with_kernels(sched.tree, changed)
     promotion = sched.promotion
     if promotion is not None:
         # (the kernel's own printer moves its data: the generic promotion's buffers in it are dropped; its
         # copy statements stay in the promotion tree, under a mark the printer does not walk)
-        promotion = dataclasses.replace(promotion, tree=_retag(promotion.tree, changed),
+        promotion = dataclasses.replace(promotion, tree=with_kernels(promotion.tree, changed),
                                         buffers=tuple(b for b in promotion.buffers if b.kernel not in changed),
                                         kernels={n: changed.get(n, k) for n, k in promotion.kernels.items()})
     new = dataclasses.replace(sched, tree=tree, kernels=kernels, promotion=promotion)
@@ -110,7 +111,7 @@ def column_reductions(sched: Schedule, reassociate: bool = True) -> Schedule:
     return new
 
 
-def plan_column_reduction(prog: Program, s: Statement, reassociate: bool, params: Mapping[str, int] | None) -> ColumnReduction | None:
+def plan_vector_sum(prog: Program, s: Statement, reassociate: bool, params: Mapping[str, int] | None) -> VectorSum | None:
     """The plan for ``s`` when it qualifies (module docstring), else None."""
     dtype = prog.arrays[s.write.array].dtype
     if s.depth != 2 or reduction_op(s) != "sum" or dtype.name not in DTYPES or (dtype.is_float and not reassociate):
@@ -122,7 +123,7 @@ def plan_column_reduction(prog: Program, s: Statement, reassociate: bool, params
     if write is None or any(access_coefficients(a.relation) is None for a in s.accesses):
         return None
     moves = [any(c[0][d] for c in write) for d in range(2)]
-    if moves.count(True) != 1 or not _rectangular(s.domain):
+    if moves.count(True) != 1 or not rectangular(s.domain):
         return None
     column = moves.index(True)
     reads = [access_coefficients(a.relation) for k, a in enumerate(s.accesses) if k != s.target]
@@ -132,17 +133,17 @@ def plan_column_reduction(prog: Program, s: Statement, reassociate: bool, params
 
     names = s.iterators
     if contiguous(write, column) and all(contiguous(c, column) for c in reads):
-        return ColumnReduction(s.name, names[column], names[1 - column], _slices(s, column, params), increment)
+        return VectorSum(s.name, names[column], names[1 - column], _slices(s, column, params), increment)
     if all(contiguous(c, 1 - column) for c in reads):
-        return ColumnReduction(s.name, names[column], names[1 - column], 1, increment, "rows")
+        return VectorSum(s.name, names[column], names[1 - column], 1, increment, "rows")
     return None
 
 
-def column_candidate(prog: Program, s: Statement) -> bool:
+def vector_sum_candidate(prog: Program, s: Statement) -> bool:
     """Whether ``s`` alone has the shape of a sum into a vector, reassociation allowed (used to distribute a
     kernel around it, ``microtile.distribute_contractions``). A row sum into a temporary is left in its
     kernel: cooperative rows keep such a row (softmax's sum) in a register of a fused kernel instead."""
-    plan = plan_column_reduction(prog, s, True, None)
+    plan = plan_vector_sum(prog, s, True, None)
     return plan is not None and (plan.layout == "columns" or prog.arrays[s.write.array].role != "temp")
 
 
@@ -156,18 +157,6 @@ def _increment(s: Statement) -> Expr | None:
             if isinstance(acc, Read) and s.accesses[acc.access].relation.is_equal(s.write.relation):
                 return other
     return None
-
-
-def _rectangular(domain: isl.Set) -> bool:
-    if domain.dim(isl.dim_type.div) or domain.n_basic_set() != 1:
-        return False
-    box = isl.Set.universe(domain.get_space())
-    for d in range(2):
-        only = domain.eliminate(isl.dim_type.set, 1 - d, 1)
-        if not isl.Set.from_basic_set(only.simple_hull()).is_equal(only):
-            return False
-        box = box & only
-    return box.is_equal(domain)
 
 
 def _extent(s: Statement, d: int, params: Mapping[str, int] | None) -> int | None:
@@ -186,13 +175,3 @@ def _slices(s: Statement, column: int, params: Mapping[str, int] | None) -> int:
     column_blocks = max(1, math.ceil(columns / LANES))
     by_work = max(1, rows // (SLICES * PER_THREAD))
     return max(1, min(by_work, math.ceil(BLOCKS / column_blocks)))
-
-
-def _retag(tree: isl.Schedule, changed: Mapping[str, Kernel]) -> isl.Schedule:
-    """``tree`` with the ``Kernel`` of each kernel mark named in ``changed`` replaced."""
-    for n in range(count_kernels(tree)):
-        mark = kernel_mark(tree, n)
-        k = mark.mark_get_id().user
-        if getattr(k, "name", None) in changed:
-            tree = mark.delete().insert_mark(isl.Id(KERNEL_MARK, user=changed[k.name])).get_schedule()
-    return tree

@@ -1,4 +1,4 @@
-"""CUDA sums into a vector (``schedule/mapping/column_reductions.py``, ``codegen/cuda_columns.py``): a sum
+"""CUDA sums into a vector (``schedule/mapping/vector_sums.py``, ``codegen/cuda_vector_sums.py``): a sum
 along one loop shares that loop among many threads (columns: a grid of blocks and atomics; rows: a warp
 per element), and equals the reference in the simulator at sizes with partial blocks and several slices."""
 
