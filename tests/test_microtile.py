@@ -1,7 +1,7 @@
 """C target: register micro-tiles for contractions (``schedule/tiling/microtile.py``, ``codegen/c_micro.py``).
 
 Every test runs the generated code against the reference interpreter (or numpy for graphs), at sizes that
-are not multiples of the register tile (6 rows x 2 vectors of lanes) nor of the cache tiles, so the
+are not multiples of the register tile (6 or 8 rows x 2 or 3 vectors of lanes) nor of the cache tiles, so the
 remainder paths run too.
 """
 
@@ -241,3 +241,67 @@ def test_a_weight_read_across_the_lanes_is_gathered_per_strip(sizes):
     w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
     c = pf.compile(_matmul_nt, target="c", params={"M": m, "K": k, "N": n}, fusion="min")(A=a, W=w)
     np.testing.assert_allclose(c, a.astype(np.float64) @ w.T, rtol=1e-5 * k, atol=1e-5 * k)
+
+
+@pytest.mark.parametrize("vbytes, registers, lanes, itemsize, nr", [
+    (64, 32, 56, 4, 3),  # a conv row of 56 floats: 48 lanes in three vectors, not 32 in two
+    (64, 32, 256, 4, 2),  # a matmul's lane tile of 256: two vectors leave nothing over
+    (64, 32, 220, 8, 3),  # PolyBench gemm MEDIUM's 220 doubles: 4 left over, not 12
+    (64, 32, 56, 8, 2),  # a tie (8 left over either way) keeps two
+    (32, 16, 56, 4, 2),  # 16 registers cannot hold 6 x 3 accumulators
+    (64, 32, 0, 4, 2),  # an unknown lane count
+])
+def test_three_vectors_of_lanes_where_they_fit_the_lane_loop_better(monkeypatch, vbytes, registers, lanes, itemsize, nr):
+    from polyfuse.schedule.tiling import microtile
+    monkeypatch.setattr(microtile, "vector_bytes", lambda: vbytes)
+    monkeypatch.setattr(microtile, "vector_registers", lambda: registers)
+    assert microtile.lane_vectors(lanes, itemsize) == nr
+
+
+def test_the_conv_row_of_56_gets_three_vectors_on_avx512(monkeypatch):
+    from polyfuse.schedule.tiling import microtile
+    monkeypatch.setattr(microtile, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(microtile, "vector_registers", lambda: 32)
+    g = pf.Graph("conv56")
+    x = g.input("x", (1, 4, 3, 56), pf.f32)
+    w = g.input("w", (5, 4, 3, 3), pf.f32)
+    (mark,) = _marks(pf.schedule(g.build(y=pf.ops.conv2d(x, w, padding=1)), target="c", params={}))
+    assert (mark.mr, mark.nr) == (8, 3)
+
+
+@pytest.mark.parametrize("sizes", [(16, 8, 50), (7, 37, 129), (37, 129, 7), (13, 29, 61), (19, 33, 107)])
+@pytest.mark.parametrize("dtype", [pf.f32, pf.f64])
+def test_three_vector_register_tiles_match_numpy(monkeypatch, sizes, dtype):
+    """Whatever this machine's registers, three vectors per row print and run right: every lane remainder
+    (a vector, half of one, single lanes) after the three-vector strips, and every row remainder."""
+    from polyfuse.schedule.tiling import microtile
+    monkeypatch.setattr(microtile, "lane_vectors", lambda lanes, itemsize: 3)
+    m, k, n = sizes
+    prog = _matmul(dtype)
+    sched = pf.schedule(prog, target="c", params={"M": m, "K": k, "N": n})
+    assert [mark.nr for mark in _marks(sched)] == [3]
+    assert "3 * PF_VL_" in pf.codegen(sched).text
+    rng = np.random.default_rng(m + n)
+    a = rng.uniform(-1, 1, (m, k)).astype(dtype.numpy)
+    b = rng.uniform(-1, 1, (k, n)).astype(dtype.numpy)
+    c = np.full((m, n), np.nan, dtype.numpy)
+    pf.compile(prog, target="c", params={"M": m, "K": k, "N": n})(a=a, b=b, c=c)
+    tol = 1e-5 * k if dtype == pf.f32 else 1e-12 * k
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=tol, atol=tol)
+
+
+def test_three_vector_conv_matches_numpy(monkeypatch):
+    from polyfuse.schedule.tiling import microtile
+    monkeypatch.setattr(microtile, "lane_vectors", lambda lanes, itemsize: 3)
+    g = pf.Graph("conv3v")
+    x = g.input("x", (1, 5, 6, 61), pf.f32)
+    w = g.input("w", (11, 5, 3, 3), pf.f32)
+    prog = g.build(y=pf.ops.relu(pf.ops.conv2d(x, w, padding=1)))
+    sched = pf.schedule(prog, target="c", params={})
+    assert [mark.nr for mark in _marks(sched)] == [3]
+    rng = np.random.default_rng(3)
+    xv = rng.uniform(-1, 1, (1, 5, 6, 61)).astype(np.float32)
+    wv = rng.uniform(-1, 1, (11, 5, 3, 3)).astype(np.float32)
+    y = np.zeros((1, 11, 6, 61), np.float32)
+    pf.compile(prog, target="c", params={})(x=xv, w=wv, y=y)
+    np.testing.assert_allclose(y, np.maximum(_np_conv(xv, wv, 1, 1), 0), rtol=1e-4, atol=1e-4)

@@ -25,7 +25,7 @@ import islpy as isl
 
 from polyfuse.codegen.ast import expr_ids, statement_call
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
-from polyfuse.schedule.tiling.microtile import NR_VECTORS, Coefficients, MicroTile, access_coefficients, stride_along
+from polyfuse.schedule.tiling.microtile import Coefficients, MicroTile, access_coefficients, stride_along
 
 INDENT = "    "
 Op = isl.ast_expr_op_type
@@ -200,6 +200,7 @@ class _Kernel:
         self.vl = f"PF_VL_{self.t.name}"
         self.w = "v"  # the width of the current strip's vectors: "v" full, "h" half
         self.mr = info.mr
+        self.nr = info.nr
         self.packed: dict[int, str] = {}  # vector operands packed for the current lane strip
         self.gathered: dict[int, tuple[str, str]] = {}  # strided lane operands gathered for the current strip
 
@@ -242,7 +243,7 @@ class _Kernel:
     def _strips(self, d: int, n_rows: int, i: str, j: str, last: str) -> list[str]:
         """Lanes ``j..last`` of ``n_rows`` rows from ``i``: two vectors at a time, one, half of one, one lane."""
         out: list[str] = []
-        for w, width, n_vec in (("v", f"{NR_VECTORS} * {self.vl}", NR_VECTORS), ("v", self.vl, 1),
+        for w, width, n_vec in (("v", f"{self.nr} * {self.vl}", self.nr), ("v", self.vl, 1),
                                 ("h", f"PF_HL_{self.t.name}", 1), ("v", "1", 0)):
             self.w = w
             out += [_pad(d, f"for (; {j} + {width} - 1 <= {last}; {j} += {width}) {{"),
@@ -258,12 +259,12 @@ class _Kernel:
         then row groups of ``MR``, then the remainders: one full vector of lanes, then half a vector, then
         one lane at a time; ``MR / 2`` rows, then one row at a time."""
         i, j = self.rows.name, f"{self.lane.name}_"
-        width = f"{NR_VECTORS} * {self.vl}"
+        width = f"{self.nr} * {self.vl}"
         out = [_pad(d, f"int64_t {j} = {self.lane.init};"),
                 _pad(d, f"for (; {j} + {width} - 1 <= {self.lane.last}; {j} += {width}) {{")]
         out += self._pack(d + 1, j)
         out += self._gather(d + 1, j, width)
-        out += self._rows(d + 1, i, j, NR_VECTORS)
+        out += self._rows(d + 1, i, j, self.nr)
         out.append(_pad(d, "}"))
         self.packed = {}
         for w, vl in (("v", self.vl), ("h", f"PF_HL_{self.t.name}")):
@@ -296,11 +297,11 @@ class _Kernel:
             name = f"pack{n}"
             self.packed[n] = name
             env = dict(self.loop_of)
-            lines.append(_pad(d, f"{self.vtype} {name}[{self.info.k_tile} * {NR_VECTORS}];"))
+            lines.append(_pad(d, f"{self.vtype} {name}[{self.info.k_tile} * {self.nr}];"))
             lines.append(_pad(d, f"for (int64_t {k} = {lo}; {k} <= {self.red.last}; {k} += 1) {{"))
-            for v in range(NR_VECTORS):
+            for v in range(self.nr):
                 env[self.info.lane] = f"({j} + {v} * {self.vl})" if v else j
-                lines.append(_pad(d + 1, f"{name}[({k} - {lo}) * {NR_VECTORS} + {v}] = pf_vload_{self.t.name}(&{self._access(n, env)});"))
+                lines.append(_pad(d + 1, f"{name}[({k} - {lo}) * {self.nr} + {v}] = pf_vload_{self.t.name}(&{self._access(n, env)});"))
             lines.append(_pad(d, "}"))
         return lines
 
@@ -384,7 +385,7 @@ class _Kernel:
                         name_g, width = self.gathered[n]
                         value = f"pf_{self.w}load_{self.t.name}(&{name_g}[({k} - {self.red.init}) * {width} + {v} * {self.vl}])"
                     elif vec and n in self.packed:
-                        value = f"{self.packed[n]}[({k} - {self.red.init}) * {NR_VECTORS} + {v}]"
+                        value = f"{self.packed[n]}[({k} - {self.red.init}) * {self.nr} + {v}]"
                     elif vec and lane_dep:
                         value = f"pf_{self.w}load_{self.t.name}({address(n, r, v)})"
                     elif vec:

@@ -1,5 +1,5 @@
-"""What the cost model needs to know about the machine it runs on: the data cache sizes and the number of
-vector registers.
+"""What the cost model needs to know about the machine it runs on: the data cache sizes, and the number
+and width of the vector registers.
 
 Read from ``os.sysconf`` (glibc reports the CPU's caches there), else from Linux's sysfs, else typical
 values of a current x86 core. The C micro-tile pass (``schedule/tiling/microtile.py``) sizes its cache tiles
@@ -25,17 +25,30 @@ def cache_sizes() -> tuple[int, int]:
 
 
 @functools.cache
-def vector_registers() -> int:
-    """How many SIMD registers the C compiler may use with ``-march=native`` here: 32 with AVX-512, else 16
-    (AVX2/SSE on x86-64, and a conservative count elsewhere). Read from ``/proc/cpuinfo``'s flags."""
+def _cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from ``/proc/cpuinfo`` (empty where there is none)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return 16
+        return frozenset()
     for line in text.splitlines():
         if line.startswith("flags"):
-            return 32 if "avx512f" in line.split() else 16
-    return 16
+            return frozenset(line.split(":", 1)[-1].split())
+    return frozenset()
+
+
+def vector_registers() -> int:
+    """How many SIMD registers the C compiler may use with ``-march=native`` here: 32 with AVX-512, else 16
+    (AVX2/SSE on x86-64, and a conservative count elsewhere). Read from ``/proc/cpuinfo``'s flags."""
+    return 32 if "avx512f" in _cpu_flags() else 16
+
+
+def vector_bytes() -> int:
+    """Bytes of the widest SIMD register ``-march=native`` gives the C compiler here: the ``PF_VBYTES`` that
+    the C prelude (``codegen/c_micro.py``) picks from the same features (64 with AVX-512, 32 with AVX,
+    else 16)."""
+    flags = _cpu_flags()
+    return 64 if "avx512f" in flags else 32 if "avx" in flags else 16
 
 
 def _sysconf(name: str) -> int:

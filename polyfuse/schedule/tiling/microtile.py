@@ -15,7 +15,8 @@ either invariant or contiguous along ``j``. For such a band this pass:
    (no shift), and puts a ``microtile`` mark on the point band.
 
 The C printer (``codegen/c_micro.py``) turns the ``(i, j, k)`` point loops under the mark into an
-``MR x NR`` register tile: ``MR`` rows times two vectors of lanes of accumulators held in registers
+``MR x NR`` register tile: ``MR`` rows times ``NR`` vectors of lanes (two, or three where that leaves
+fewer lanes to the narrower remainder strips: :func:`lane_vectors`) of accumulators held in registers
 across the whole ``k`` loop, loaded once and stored once, with scalar code for the remainders. Each
 element still sums its ``k`` terms in source order, so the result equals the reference interpreter's
 up to the fused multiply-add, which the printer uses only when ``reassociate`` is on.
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from polyfuse.cost.machine import cache_sizes, vector_registers
+from polyfuse.cost.machine import cache_sizes, vector_bytes, vector_registers
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
 from polyfuse.ir.program import Program, Statement
 from polyfuse.schedule.bands import DepView, T, annotate, isl_options, statement_filters
@@ -46,7 +47,26 @@ matrix size that is a multiple of 8 leaves no remainder rows."""
 def register_rows() -> int:
     """``MR`` for this machine's vector registers (``cost/machine.py``)."""
     return MR_WIDE if vector_registers() >= 32 else MR
+
+
+def lane_vectors(lanes: int, itemsize: int) -> int:
+    """``NR``: vectors of lanes per row of the register tile, for a lane loop of ``lanes`` iterations per
+    cache tile (0: unknown).
+
+    Two, unless three leave fewer lanes to the remainder strips (one vector, half of one, one lane at a
+    time, each with fewer multiply-adds per operand load) and the registers hold ``MR x 3`` accumulators
+    (32 vector registers: 24 accumulators, three lane operands and a broadcast). A convolution's output
+    rows of 56 floats with 16-lane vectors: two vectors cover 32 lanes and leave 24 (one vector and a
+    half), three cover 48 and leave 8 (measured on a 2-core Zen 5, conv2d 3x3 64 -> 64 channels at 56²:
+    0.66 -> 0.59 ms). A lane tile that is a multiple of two vectors (a matmul's 256) keeps two: three
+    took 4 % longer at 1024³ and 2048³."""
+    vl = vector_bytes() // itemsize
+    if lanes <= 0 or vector_registers() < 32 or vl <= 1:
+        return NR_VECTORS
+    return 3 if lanes % (3 * vl) < lanes % (NR_VECTORS * vl) else NR_VECTORS
 NR_VECTORS = 2
+"""Vectors of lanes per row of a register tile, unless :func:`lane_vectors` finds that three fit the lanes
+better."""
 VECTOR_OPS = ("+", "-", "*")
 
 
@@ -81,10 +101,12 @@ class MicroTile:
     reduction: str
     k_tile: int = 0  # the reduction's cache tile: at most this many k per panel (0: unknown, no packing)
     mr: int = MR  # rows of the register tile (``register_rows()`` when the mark was made)
+    nr: int = NR_VECTORS  # vectors of lanes per row of the register tile (:func:`lane_vectors`)
     inner: tuple[str, ...] = ()  # further reductions inside the register tile, outermost first
 
     def __str__(self) -> str:
-        return f"microtile({self.statement}: rows {self.rows}, lane {self.lane}, reduction {self.reduction})"
+        return (f"microtile({self.statement}: rows {self.rows}, lane {self.lane}, reduction {self.reduction}, "
+                f"{self.mr} x {self.nr} vectors)")
 
 
 def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | None = None) -> Contraction | None:
@@ -304,19 +326,21 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     """The band at ``node`` reordered for ``found``, tiled for the caches, with a ``microtile`` mark on its
     point band, and the tile sizes. Returns the tile band (its child is the mark). ``extent(band, k)``
     gives member ``k``'s iterations at the given sizes (0: unknown); with it, short further reductions
-    run inside the register tile."""
+    run inside the register tile, and the register tile's vectors of lanes fit the lane loop
+    (:func:`lane_vectors`)."""
     stmt = prog.statement(found.statement)
     node = merge_chain(node)
     dims = member_iterators(node, stmt)
     assert dims is not None
-    kc = 256 if _itemsize(prog.arrays[stmt.write.array].dtype) <= 4 else 128  # as cache_tile_sizes
+    itemsize = _itemsize(prog.arrays[stmt.write.array].dtype)
+    kc = 256 if itemsize <= 4 else 128  # as cache_tile_sizes
+    lanes = extent(node, found.lane) if extent is not None and not _moves_with(stmt, dims[found.lane], dims[found.rows]) else 0
     gathered = any(stride_along(c, dims[found.lane]) == "other" for c in _read_coefficients(stmt))
     if extent is not None and found.outer_reductions and 0 < extent(node, found.reduction) <= kc and not gathered:
         inner = tuple(m for m in found.outer_reductions if 0 < extent(node, m) <= INNER_REDUCTION_EXTENT)
         found = dataclasses.replace(found, inner=inner if len(inner) == len(found.outer_reductions) else ())
     node = reorder(node, found.order)
-    sizes = cache_tile_sizes(found, node.band_n_member(), _itemsize(prog.arrays[stmt.write.array].dtype), cache_bytes, rows_extent,
-                             row_tiles)
+    sizes = cache_tile_sizes(found, node.band_n_member(), itemsize, cache_bytes, rows_extent, row_tiles)
     if len(sizes) < node.band_n_member():  # the reductions stay a band of their own below, untiled
         node = node.band_split(len(sizes))
     ctx = node.get_ctx()
@@ -326,9 +350,22 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     with isl_options(tile_scale_tile_loops=0, tile_shift_point_loops=0):
         node = node.band_tile(isl.MultiVal.from_val_list(node.band_get_space(), vals))
     names = stmt.iterators
+    lane_tile_size = sizes[len(found.order) - len(found.inner) - 2]  # (sizes follow found.order)
+    nr = lane_vectors(min(lanes, lane_tile_size) if lanes else 0, itemsize)
     mark = MicroTile(stmt.name, names[dims[found.rows]], names[dims[found.lane]], names[dims[found.reduction]],
-                     0 if found.inner else sizes[-1], register_rows(), tuple(names[dims[m]] for m in found.inner))
+                     0 if found.inner else sizes[-1], register_rows(), nr, tuple(names[dims[m]] for m in found.inner))
     return node.child(0).insert_mark(isl.Id(MICROTILE_MARK, user=mark)).parent(), sizes
+
+
+def _moves_with(stmt: Statement, lane: int, rows: int) -> bool:
+    """Whether the bounds of iterator ``lane`` of ``stmt`` depend on iterator ``rows`` (syrk's ``j <= i``):
+    then each row has its own lanes, and no one lane count describes them."""
+    both = stmt.domain
+    for d in reversed(range(stmt.depth)):
+        if d not in (lane, rows):
+            both = both.project_out(isl.dim_type.set, d, 1)
+    first, second = both.project_out(isl.dim_type.set, 1, 1), both.project_out(isl.dim_type.set, 0, 1)
+    return not first.flat_product(second).is_subset(both)
 
 
 def reorder(node: isl.ScheduleNode, order: Sequence[int]) -> isl.ScheduleNode:
