@@ -205,6 +205,14 @@ def test_row_traffic_is_compulsory() -> None:
     assert report.total_bytes == report.compulsory_bytes == 2 * 4096 * 1024 * 4
 
 
+def test_layernorm_traffic_is_compulsory() -> None:
+    """Every block (a row) reads all of gamma and beta: from the L2 the blocks share after the first, so
+    the model counts them once (``footprint._broadcast_count``), and x is read and y written once."""
+    report = pf.schedule(layernorm(), target="cuda", params=BIG).traffic()
+    assert report.total_bytes == report.compulsory_bytes == (2 * 4096 * 1024 + 2 * 1024) * 4
+    assert report.per_kernel["kernel0"].tiles == 4096
+
+
 # ----- compile and run --------------------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ import pytest
 import polyfuse as pf
 from examples import kernels as K
 from polyfuse.cost.footprint import count_points, fixed_params, kernel_regions
+from polyfuse.cost.machine import cache_sizes
 from polyfuse.cost.traffic import format_traffic, itemsize
 
 N, M = pf.params("N M")
@@ -21,6 +22,20 @@ def box3x3(A: pf.f32[N, M], B: pf.f32[N, M]):
         for j in range(1, M - 1):
             B[i, j] = (A[i - 1, j - 1] + A[i - 1, j] + A[i - 1, j + 1] + A[i, j - 1] + A[i, j]
                        + A[i, j + 1] + A[i + 1, j - 1] + A[i + 1, j] + A[i + 1, j + 1]) * 0.111
+
+
+T = pf.params("T")
+
+
+@pf.program(assume="N >= 1")
+def refresh(B: pf.f32[N, M], v: pf.f32[M]):
+    """Every row of a step adds ``v`` (a broadcast operand within the step); then the step sets ``v`` from the last row, reversed."""
+    for t in range(T):
+        for i in range(N):
+            for j in range(M):
+                B[i, j] = B[i, j] + v[j]
+        for j in range(M):
+            v[j] = B[N - 1, M - 1 - j] * 0.5
 
 
 # -- the oracle: enumerate the schedule ---------------------------------------------------------------
@@ -66,7 +81,9 @@ def enumerated_traffic(sched, params) -> dict[tuple[str, str], list[int]]:
                     events[tile].append((order[(stmt, inst)], 0, a.array, elem, False))
                 if a.kind in ("write", "update"):
                     events[tile].append((order[(stmt, inst)], 1, a.array, elem, True))
-        for evs in events.values():
+        reads: dict[tuple[int, ...], set] = {}
+        written_arrays = set()
+        for tile, evs in events.items():
             written, read, wrote = set(), set(), set()
             for _t, _ph, array, elem, is_write in sorted(evs):
                 if is_write:
@@ -74,16 +91,38 @@ def enumerated_traffic(sched, params) -> dict[tuple[str, str], list[int]]:
                     wrote.add((array, elem))
                 elif (array, elem) not in written:
                     read.add((array, elem))
-            for array, _ in read:
-                out[(region.kernel.name, array)][0] += 1
+            reads[tile] = read
+            written_arrays |= {array for array, _ in wrote}
             for array, _ in wrote:
                 out[(region.kernel.name, array)][1] += 1
+        for array in {array for read in reads.values() for array, _ in read}:
+            per_tile = {tile: {e for a, e in read if a == array} for tile, read in reads.items()}
+            per_tile = {tile: elements for tile, elements in per_tile.items() if elements}  # (tiles that read it)
+            out[(region.kernel.name, array)][0] += _moved(per_tile, region.tile_dims, array in written_arrays,
+                                                          itemsize(prog, array))
     return out
+
+
+def _moved(per_tile: dict[tuple[int, ...], set], tile_dims: int, written: bool, size: int) -> int:
+    """Elements of one array a kernel reads, summed over its tiles; but a read-only array that every tile
+    of a launch (the tiles sharing the prefix before the kernel's ``tile_dims`` tile loops) reads alike,
+    and whose elements fit in half of a core's L2, moves once per launch (``footprint._broadcast_count``)."""
+    total = sum(len(s) for s in per_tile.values())
+    if written or tile_dims == 0:
+        return total
+    launches: dict[tuple[int, ...], list[set]] = defaultdict(list)
+    for tile, elements in per_tile.items():
+        launches[tile[:len(tile) - tile_dims]].append(elements)
+    if any(s != sets[0] for sets in launches.values() for s in sets):
+        return total
+    if len(set().union(*(sets[0] for sets in launches.values()))) * size > cache_sizes()[1] // 2:
+        return total
+    return sum(len(sets[0]) for sets in launches.values())
 
 
 SMALL = {"N": 7, "M": 6, "K": 5, "T": 3}
 
-CASES = [(prog, target, tile) for prog in K.ALL + [box3x3] for target, tile in (("c", (3, 4, 2)), ("cuda", (2, 4)))]
+CASES = [(prog, target, tile) for prog in K.ALL + [box3x3, refresh] for target, tile in (("c", (3, 4, 2)), ("cuda", (2, 4)))]
 
 
 @pytest.mark.parametrize("prog,target,tile", CASES, ids=[f"{p.name}-{t}" for p, t, _ in CASES])
@@ -141,6 +180,16 @@ def test_gemm_chosen_tiles_beat_untiled_by_16x():
     assert micro.total_bytes == n * n * (2 + n // 64 + n // 64 + 2) * 4
     assert tiled.total_bytes * 16 <= untiled.total_bytes
     assert any("tile search" in note for note in sched.notes)
+
+
+def test_a_broadcast_operand_moves_once_per_launch():
+    """``v`` is read alike by every row tile of a step: it moves once per step, not once per tile, and not
+    once for all steps (the step rewrites it)."""
+    sizes = {"N": 64, "M": 48, "T": 5}
+    report = pf.schedule(refresh, target="c", tile=(8, 64), params=sizes).traffic()  # (tiles of whole rows)
+    (adds,) = [k for k in report.per_kernel.values() if "S0" in k.statements]
+    assert adds.tiles > sizes["T"]  # several tiles per step
+    assert adds.per_array["v"].read_bytes == sizes["T"] * sizes["M"] * 4
 
 
 def test_3x3_stencil_near_compulsory():

@@ -16,6 +16,9 @@ Definitions (the whole model; ``traffic.py`` sums what this module counts):
   (reuse inside a tile is counted once: the tile's data is staged once, as a promoted schedule does).
 * The traffic of ``X`` in the kernel is the sum over tiles of the footprint sizes, i.e. the number of
   points of the relation ``{ t -> e }``; partial (boundary) tiles count only the elements they touch.
+  One exception, the **broadcast operand**: an array the kernel only reads, whose read footprint is the
+  same for every tile of a launch and fits in half of a core's L2, is counted once per launch (the
+  tiles after the first find it in the cache they share: a layernorm's gain and bias).
 
 Counting is exact: :func:`count_points` uses isl's point scan (``isl_set_count_val``) on the relation,
 and, when the scan would visit too many rows, drops the dimensions the others determine, sums polytopes
@@ -30,8 +33,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import islpy as isl
+import numpy as np
 
 from polyfuse.cost.chambers import sum_over_chambers
+from polyfuse.cost.machine import cache_sizes
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import member_map
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
@@ -313,6 +318,7 @@ class KernelRegion:
     kernel: Kernel
     domain: isl.UnionSet
     tile_map: isl.UnionMap
+    tile_dims: int = 0  # the kernel's tile loops: the last dimensions of ``tile_map``'s range
 
 
 def kernel_regions(tree: isl.Schedule, kernels: Iterable[Kernel]) -> list[KernelRegion]:
@@ -339,7 +345,8 @@ def region_below(node: isl.ScheduleNode, kernel: Kernel) -> KernelRegion:
         node = node.child(0)
     domain = node.get_domain()
     n = len(getattr(kernel, "tile_sizes", ()) or ())
-    return KernelRegion(kernel, domain, tile_map_at(node, n))
+    n = min(n, node.band_n_member()) if node.get_type() == T.band else 0
+    return KernelRegion(kernel, domain, tile_map_at(node, n), n)
 
 
 def tile_map_at(node: isl.ScheduleNode, n: int) -> isl.UnionMap:
@@ -408,6 +415,7 @@ def region_counts(
     deps,
     skip: frozenset[str] = frozenset(),
     with_accesses: bool = False,
+    tile_dims: int = 0,
 ) -> tuple[dict[str, ArrayCount], int]:
     """Per array (not in ``skip``): elements read and written summed over the tiles of one kernel region,
     and the number of tiles. ``fixed`` fixes every size (:func:`fixed_params`).
@@ -415,15 +423,15 @@ def region_counts(
     Counted once per region and program: the tile search, the variants of ``pf.schedule`` and smart
     fusion's comparison ask about the same kernels again (the key is the region as isl prints it)."""
     memo = prog._cache.setdefault("region_counts", {})
-    key = (domain.to_str(), tile_map.to_str(), fixed.to_str(), id(deps), frozenset(skip), with_accesses)
+    key = (domain.to_str(), tile_map.to_str(), fixed.to_str(), id(deps), frozenset(skip), with_accesses, tile_dims)
     if key not in memo:
-        memo[key] = _region_counts(prog, domain, tile_map, fixed, deps, skip, with_accesses)
+        memo[key] = _region_counts(prog, domain, tile_map, fixed, deps, skip, with_accesses, tile_dims)
     counts, tiles = memo[key]
     return dict(counts), tiles
 
 
 def _region_counts(prog: Program, domain: isl.UnionSet, tile_map: isl.UnionMap, fixed: isl.Set, deps,
-                   skip: frozenset[str], with_accesses: bool) -> tuple[dict[str, ArrayCount], int]:
+                   skip: frozenset[str], with_accesses: bool, tile_dims: int) -> tuple[dict[str, ArrayCount], int]:
     domain = domain.intersect_params(fixed)
     tm = tile_map.intersect_domain(domain).intersect_params(fixed)
     inside = _statement_names(domain)
@@ -444,11 +452,41 @@ def _region_counts(prog: Program, domain: isl.UnionSet, tile_map: isl.UnionMap, 
                 same_tile = tm.apply_range(tm.reverse())
             covered = local.intersect(same_tile).reverse().apply_range(writes).intersect(reads)
             exposed = reads.subtract(covered)
-        r = count_relation(tm.reverse().apply_range(exposed))
+        per_tile = tm.reverse().apply_range(exposed)
+        r = _broadcast_count(per_tile, tile_dims, _itemsize(prog, name)) if writes.is_empty() else None
+        r = count_relation(per_tile) if r is None else r
         w = count_relation(tm.reverse().apply_range(writes))
         out[name] = ArrayCount(r, w, count_relation(exposed) if with_accesses else 0)
     tiles = count_set(tm.range()) if not domain.is_empty() else 0
     return out, tiles
+
+
+def _itemsize(prog: Program, array: str) -> int:
+    return int(np.dtype(prog.arrays[array].dtype.numpy).itemsize)
+
+
+def _broadcast_count(per_tile: isl.UnionMap, tile_dims: int, itemsize: int) -> int | None:
+    """Elements of a read-only array summed over the launches of a kernel, when every tile of a launch
+    reads the same ones (a layernorm's gain and bias, a gemv's vector) and they fit in half of a core's L2
+    (``cost/machine.py``): the first tile brings them into the cache that the launch's other tiles share (a
+    GPU's L2, a CPU's L2 or L3), so only that read reaches memory. Across launches nothing is assumed: the
+    kernels between them may evict or rewrite the array. ``None`` when the rule does not apply.
+
+    ``per_tile`` maps tiles (the launch's prefix, then ``tile_dims`` tile loops) to the elements read."""
+    maps = per_tile.get_map_list()
+    if tile_dims <= 0 or maps.n_map() != 1:
+        return None
+    m = maps.get_at(0)
+    d = m.dim(isl.dim_type.in_)
+    if d < tile_dims:
+        return None
+    launch = m.project_out(isl.dim_type.in_, d - tile_dims, tile_dims)  # prefix -> elements read in the launch
+    to_prefix = isl.Map.identity(m.get_space().domain().map_from_set()).project_out(isl.dim_type.out, d - tile_dims, tile_dims)
+    if not to_prefix.intersect_domain(m.domain()).apply_range(launch).is_subset(m):
+        return None  # some tile reads less than the whole launch does
+    if count_set(isl.UnionSet(launch.range())) * itemsize > cache_sizes()[1] // 2:
+        return None
+    return count_relation(isl.UnionMap(launch))
 
 
 def compulsory_counts(prog: Program, fixed: isl.Set, deps) -> dict[str, ArrayCount]:

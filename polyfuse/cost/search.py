@@ -166,7 +166,8 @@ class TileSearch:
         if key not in self._counts:
             domain = self._one_launch(node)
             tm = tile_map_at(tile_band(node, sizes), len(sizes))
-            counts, tiles = region_counts(self.prog, domain, tm, self.fixed, self.deps, self._private(domain))
+            counts, tiles = region_counts(self.prog, domain, tm, self.fixed, self.deps, self._private(domain),
+                                         tile_dims=len(sizes))
             boxes = self._boxes(node, len(sizes), domain, tm, counts) if self.target == "cuda" else {}
             self._counts[key] = (counts, tiles, count_set(domain), boxes)
         counts, tiles, instances, boxes = self._counts[key]

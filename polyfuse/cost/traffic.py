@@ -119,7 +119,8 @@ def program_traffic(
     per_kernel: dict[str, KernelTraffic] = {}
     per_array: dict[str, ArrayTraffic] = {}
     for region in kernel_regions(tree, kernels):
-        counts, tiles = region_counts(prog, region.domain, region.tile_map, fixed, deps, frozenset(contracted))
+        counts, tiles = region_counts(prog, region.domain, region.tile_map, fixed, deps, frozenset(contracted),
+                                     tile_dims=region.tile_dims)
         arrays = {}
         for name, c in counts.items():
             size = itemsize(prog, name)
