@@ -8,6 +8,10 @@ kernel: a scalar statement, or one instance per iteration of the host loops arou
 ``explain()`` says, or when ``explain()`` names the dependence its loop carries. Reductions into one element outside host loops
 no longer run on one thread (``block_reductions.py``); those inside host loops (durbin's and
 gramschmidt's inner products) do, and ``explain()`` names their dependence.
+
+At the LARGE sizes, every kernel launching fewer blocks than an H100's 132 multiprocessors is justified the
+same way: ``explain()`` names the dependence that kept a loop off the threads, or says that a launch has
+fewer parallel instances than a warp per multiprocessor.
 """
 
 from __future__ import annotations
@@ -123,3 +127,45 @@ def test_the_detector_sees_an_accumulator_in_global_memory() -> None:
     text = ('extern "C" __global__ void k(float* y)\n{\n  for (long long c0 = 0; c0 <= 9; c0 += 1) {\n'
             "    y[c1] += x[c0];  /* S1 */\n  }\n  y_acc += x[c1];  /* S2 */\n}\n")
     assert _global_accumulators(text) == {("k", "S1", "y")}
+
+
+@pytest.fixture(scope="module")
+def large() -> dict[str, pf.Schedule]:
+    """The 30 kernels scheduled for CUDA at PolyBench's LARGE sizes."""
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pf.PolyfuseWarning)
+        for name in PB_SIZES:
+            k = BY_NAME[name]
+            prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
+            out[name] = pf.schedule(prog, target="cuda", params={p: PB_SIZES[name]["LARGE"][p.upper()] for p in prog.params})
+    return out
+
+
+def test_every_kernel_launching_fewer_blocks_than_sms_is_justified(large) -> None:
+    """At LARGE sizes, a kernel that launches fewer blocks than an H100's 132 multiprocessors either runs on
+    one thread (justified above: ``sequential: ...``), or ``explain()`` names the dependence that one of
+    its statements' loops carries (what kept that loop off the threads), or says that all of a launch's
+    instances are parallel and fewer than a warp per multiprocessor."""
+    unjustified, reasons = [], {}
+    for name, sched in large.items():
+        lines = sched.explain().splitlines()
+        for k in sched.kernels:
+            mine = [line for line in lines if line.startswith(f"  {k.name}: ")]
+            few = [line for line in mine if "multiprocessors" in line]
+            if math.prod(k.grid) >= 132:
+                assert not few, few
+                continue
+            if k.parallel_depth == 0:
+                ok = any(": sequential: " in line for line in mine)
+            else:
+                work = re.search(r"(\d+) statement instances per launch(;|, all of them parallel)", few[0]) if len(few) == 1 else None
+                ok = work is not None and (work.group(2) == ";" and "dependence on '" in few[0] or int(work.group(1)) < 132 * 32)
+                reasons[(name, k.name)] = few[0] if few else ""
+            if not ok:
+                unjustified.append(f"{name} {k.name} {k.statements}: {mine}")
+    assert not unjustified, unjustified
+    # floyd-warshall's wavefront: one anti-diagonal per launch, because j carries a flow dependence (row k
+    # and column k are updated within step k)
+    assert "the flow dependence on 'path' from S0 to S0 is carried at loop depth 2" in reasons[("floyd-warshall", "kernel0")]
+    assert "1900 statement instances per launch, all of them parallel" in reasons[("atax", "kernel0")]  # tmp[i] = 0

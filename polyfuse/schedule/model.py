@@ -38,6 +38,7 @@ left for the runtime to compute from the isl schedule.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -59,6 +60,8 @@ SYNC_MARK = "sync"
 BASE_KEY = "base"
 """``Schedule._lazy`` key of the base tree (before tiling and mapping) that ``to_text`` prints."""
 FELL_BACK_SEQUENTIAL = "fell back to the source order, run sequentially"
+SMS = 132
+"""An H100's multiprocessors: a CUDA kernel launching fewer blocks leaves some idle, and ``explain()`` says why."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,9 @@ class Schedule:
                 lines.append(f"  {k.name}: {k.vector_sum}")
             elif k.parallel_depth == 0:
                 lines.append(f"  {k.name}: sequential: {self._sequential_reason(k)}")
+            few = self._few_blocks_reason(k)
+            if few:
+                lines.append(f"  {k.name}: {few}")
         for d in self.decisions:
             verdict = "fused" if d.fused else "not fused"
             lines.append(f"  {'+'.join(d.first)} | {'+'.join(d.second)}: {verdict}: {d.reason}")
@@ -218,6 +224,58 @@ class Schedule:
         d = min(carried, key=lambda d: (d.carried_depth, order.get(d.kind, 3)))
         return (f"the {d.kind} dependence on {d.array!r} from {d.source} to {d.sink} is carried at loop depth "
                 f"{d.carried_depth} (distance {d.distance_text()})")
+
+    def _few_blocks_reason(self, kernel: Kernel) -> str:
+        """CUDA at known sizes: why a kernel with parallel loops launches fewer blocks than an H100 has
+        multiprocessors ("" when it launches enough, or runs on one thread: the sequential line says why).
+        Either a dependence among its statements is carried by one of their loops (the deepest such, the
+        one that kept a loop off the threads; a dependence that only the host loops around the kernel carry
+        orders launches, not threads), or every loop is parallel and a launch is that small."""
+        if self.target != "cuda" or not kernel.grid or not all(kernel.grid) or kernel.parallel_depth == 0:
+            return ""
+        blocks, threads = math.prod(kernel.grid), math.prod(kernel.block or (1,))
+        if blocks >= SMS:
+            return ""
+        head = f"{blocks} block(s) of {threads} thread(s), fewer than an H100's {SMS} multiprocessors: "
+        work, host = self._instances_per_launch(kernel)
+        size = f"{work} statement instances per launch" if work is not None else "a launch's instances (not counted)"
+        inside = set(kernel.statements)  # (a dependence only the host loops carry orders launches, not threads)
+        carried = [d for d in self.program.dependences()
+                   if d.source in inside and d.sink in inside and d.carried_depths and max(d.carried_depths) >= host]
+        if carried:
+            order = {"flow": 0, "anti": 1, "output": 2}
+            d = max(carried, key=lambda d: (max(d.carried_depths), -order.get(d.kind, 3)))
+            return head + (f"{size}; not every loop is parallel: the {d.kind} dependence on {d.array!r} from "
+                           f"{d.source} to {d.sink} is carried at loop depth {max(d.carried_depths)} "
+                           f"(distance {d.distance_text()})")
+        return head + f"{size}, all of them parallel: at these sizes there is no more work to spread"
+
+    def _instances_per_launch(self, kernel: Kernel) -> tuple[int | None, int]:
+        """The statement instances of ``kernel`` at the schedule's sizes divided by its launches (the
+        iterations of the host loops around it; ``None`` when they cannot be counted), and the number of
+        those host loops."""
+        from polyfuse.cost.footprint import count_set, fixed_params  # cost/ builds on this module
+
+        fixed = fixed_params(self.program, self.params)
+        found: list[tuple[isl.UnionSet, isl.UnionSet | None, int]] = []  # (instances, launches, host loops)
+
+        def visit(node: isl.ScheduleNode) -> bool:
+            if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == KERNEL_MARK:
+                if getattr(node.mark_get_id().user, "name", None) == kernel.name:
+                    domain = node.get_domain().intersect_params(fixed)
+                    prefix = node.get_prefix_schedule_union_map().intersect_domain(domain).range() if node.get_schedule_depth() else None
+                    found.append((domain, prefix, node.get_schedule_depth()))
+                return False
+            return True
+
+        self.tree.get_root().foreach_descendant_top_down(visit)
+        if len(found) != 1:
+            return None, 0
+        domain, launches, host = found[0]
+        try:
+            return count_set(domain) // max(count_set(launches) if launches is not None else 1, 1), host
+        except (isl.Error, ValueError):
+            return None, host
 
     def _loop_free(self, kernel: Kernel) -> bool:
         """Whether every statement of ``kernel`` has no loop of its own inside the kernel (its loops, if
