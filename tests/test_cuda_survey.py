@@ -28,7 +28,7 @@ from polyfuse.schedule.movement.kernel_tree import kernel_marks
 from tests.kernels import BY_NAME
 
 GLOBAL_ACCUMULATORS = {
-    ("correlation", "kernel_correlation_k3", "S13", "corr"),  # S14 writes corr[j][i] in the kernel: no register
+    ("correlation", "kernel_correlation_k7", "S13", "corr"),  # S14 writes corr[j][i] in the kernel: no register
     ("doitgen", "kernel_doitgen_k0", "S1", "sum"),
     ("durbin", "kernel_durbin_k4", "S5", "sum"),  # an inner product inside the host loop k: one thread
     ("gramschmidt", "kernel_gramschmidt_k2", "S1", "nrm"),  # likewise

@@ -93,3 +93,34 @@ def test_column_sums_equal_the_reference_in_the_simulator(prog: pf.Program, n: i
         assert _columns(sched)
         pf.compile(prog, target="cuda-sim", params=params)(**args)  # (s given: written in place)
         np.testing.assert_allclose(args["s"], want["s"], rtol=1e-4, atol=1e-3)
+
+
+def test_two_sums_over_one_loop_get_a_warp_per_row_each() -> None:
+    """gesummv: ``tmp[i] += A[i][j] * x[j]`` and ``y[i] += B[i][j] * x[j]`` share their ``j`` loop in the
+    source; each is taken apart into a kernel of its own with a warp per row (was: one kernel, 41 blocks of
+    32 threads each walking a whole row)."""
+    k = BY_NAME["gesummv"]
+    prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
+    sched = pf.schedule(prog, target="cuda", params={"n": 1300})
+    rows = [kk for kk in _columns(sched) if kk.vector_sum.layout == "rows"]
+    assert sorted(kk.statements for kk in rows) == [("S2",), ("S3",)]
+    assert all(math.prod(kk.grid) >= 132 for kk in rows)
+
+
+@needs_sim
+@pytest.mark.parametrize("n", [1, 7, 40])
+def test_gesummv_row_sums_equal_the_reference_in_the_simulator(n: int) -> None:
+    k = BY_NAME["gesummv"]
+    prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
+    rng = np.random.default_rng(n)
+    for params in ({"n": n}, None):
+        if params is not None:
+            assert len([kk for kk in _columns(pf.schedule(prog, target="cuda", params=params)) if kk.vector_sum.layout == "rows"]) == 2
+        args = {"n": n, "alpha": 1.5, "beta": -0.5}
+        for name in prog.arguments:
+            if name in prog.arrays:
+                args[name] = rng.standard_normal(prog.arrays[name].concrete_shape({"n": n})).astype(prog.arrays[name].dtype.numpy)
+        want = {name: v.copy() if isinstance(v, np.ndarray) else v for name, v in args.items()}
+        pf.reference(prog)(**want)
+        pf.compile(prog, target="cuda-sim", params=params)(**args)
+        np.testing.assert_allclose(args["y"], want["y"], rtol=1e-9, atol=1e-9)

@@ -351,8 +351,10 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits, para
             pass
     if target == "cuda" and tile == "auto" and not parallel:  # register micro-tiles (tiling/cuda_microtile.py)
         try:
-            mapped = _map_and_check(prog, distribute_contractions(prog, base, view, functools.partial(_cuda_kernel_shape, limits.shared_memory)), view, target, tile, params,
-                                    search, True, parallel=parallel, shared_memory=limits.shared_memory)
+            shaped = distribute_contractions(prog, base, view, functools.partial(_cuda_kernel_shape, limits.shared_memory),
+                                             several=vector_sum_candidate)
+            mapped = _map_and_check(prog, shaped, view, target, tile, params, search, True, parallel=parallel,
+                                    shared_memory=limits.shared_memory)
         except IllegalTransformError:
             pass
     if mapped is None:

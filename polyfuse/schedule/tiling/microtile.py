@@ -200,11 +200,14 @@ def contraction_statement(stmt: Statement) -> bool:
 
 
 def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView,
-                            only: Callable[[Program, Statement], bool] | None = None) -> isl.Schedule:
+                            only: Callable[[Program, Statement], bool] | None = None,
+                            several: Callable[[Program, Statement], bool] | None = None) -> isl.Schedule:
     """``base`` with each kernel band holding a contraction and other statements distributed into a
     sequence: statements before the update in source order, the update, statements after it. Unchanged
     where there is nothing to distribute. ``only``: the test a statement must pass instead (the CUDA
-    kernel shapes: a micro-tile or a column reduction). The caller re-checks legality."""
+    kernel shapes: a micro-tile or a sum into a vector). A band holding several candidates is left alone
+    unless each passes ``several``: then it is distributed around each (CUDA: gesummv's two row sums over
+    one ``j`` loop get a warp per row each). The caller re-checks legality."""
     from polyfuse.schedule.mapping.kernels import split, statements_of  # (mapping imports this module)
 
     order = {s.name: k for k, s in enumerate(prog.statements)}
@@ -215,15 +218,22 @@ def distribute_contractions(prog: Program, base: isl.Schedule, view: DepView,
             return node
         stmts = statements_of(node)
         candidates = [s for s in stmts if (only(prog, prog.statement(s)) if only is not None else contraction_statement(prog.statement(s)))]
-        if len(stmts) == 1 or len(candidates) != 1:
+        if len(stmts) == 1 or not candidates:
             return node
-        u = order[candidates[0]]
-        groups = [g for g in ([s for s in stmts if order[s] < u], [candidates[0]], [s for s in stmts if order[s] > u]) if g]
+        if len(candidates) > 1 and (several is None or not all(several(prog, prog.statement(s)) for s in candidates)):
+            return node
+        groups: list[list[str]] = [[]]
+        for s in sorted(stmts, key=order.get):  # the statements between two candidates in a group of their own
+            if s in candidates:
+                groups += [[s], []]
+            else:
+                groups[-1].append(s)
+        groups = [g for g in groups if g]
         changed[0] = True
         node = node.insert_sequence(statement_filters(prog, groups))
         for k, group in enumerate(groups):
-            if group != [candidates[0]]:  # the others start afresh: isl's fused band may be skewed around the update
-                node = fresh_nest(prog, node.child(k).child(0).cut(), sorted(group, key=order.get)).parent().parent()
+            if not (len(group) == 1 and group[0] in candidates):  # the others start afresh: isl's fused band may be skewed around the update
+                node = fresh_nest(prog, node.child(k).child(0).cut(), group).parent().parent()
         return node
 
     tree = split(base.get_root(), at_kernel).get_schedule()
