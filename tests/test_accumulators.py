@@ -5,6 +5,9 @@ it would change what the program computes."""
 
 from __future__ import annotations
 
+import dataclasses
+from types import MappingProxyType
+
 import numpy as np
 import pytest
 
@@ -12,6 +15,7 @@ import polyfuse as pf
 from examples import kernels as examples
 from polyfuse.runtime import cuda_sim
 from polyfuse.schedule.accumulators import forward_accumulators
+from tests.kernels import BY_NAME
 
 N, M, K = pf.params("N M K")
 
@@ -145,3 +149,71 @@ def test_a_c_contraction_with_an_accumulator_equals_gccs_build(ni: int, nj: int,
     args = {"ni": ni, "nj": nj, "nk": nk, "alpha": np.float32(1.5), "C": np.zeros((ni, nj), np.float32),
             "A": rng.random((ni, nk)).astype(np.float32), "B": rng.random((nk, nj)).astype(np.float32)}
     check_against_gcc(GEMM_ACC_C, "gemm_acc", args, rtol=1e-4, atol=1e-5)
+
+
+def test_ludcmps_lu_accumulators_are_forwarded_and_its_dot_products_kept() -> None:
+    """ludcmp's ``w`` serves four loop nests in turn, each ``w = ...; w -= ...; ... = w``. In the two LU
+    nests the sum reads ``A[k][j]`` a row apart at every ``k`` and the element's own value starts it
+    (``w = A[i][j]``): ``w`` is forwarded into ``A[i][j]`` (the reload dropped, ``A[i][j] = w / A[j][j]``
+    kept as a final step reading the element), so that the scheduler can put ``j`` innermost. The
+    substitutions are dot products of contiguous rows: they keep the scalar."""
+    k = BY_NAME["ludcmp"]
+    prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
+    forwarded, notes = forward_accumulators(prog)
+    assert [s.name for s in forwarded.statements] == ["S1", "S2", "S4", "S6", "S7", "S8", "S9", "S10", "S11"]
+    assert {forwarded.statement(s).write.array for s in ("S1", "S2", "S4")} == {"A"} and "w" in forwarded.arrays
+    assert [n.split(":")[0] for n in notes] == ["S1", "S4"] and "(S0 dropped)" in notes[0] and "(S3, S5 dropped)" in notes[1]
+    sched = pf.schedule(prog, target="c", params={"n": 400})
+    assert not sched.kernels[0].without_parallel_loop  # the LU nest runs in parallel (it was one thread)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 37, 130])
+def test_forwarded_ludcmp_equals_gccs_build(n: int) -> None:
+    """Against gcc's build of the source, at sizes with every remainder of the tiles."""
+    from tests.c_oracle import check_against_gcc
+    from tests.kernels import inputs
+
+    k = dataclasses.replace(BY_NAME["ludcmp"], sizes=MappingProxyType({"N": n}))
+    check_against_gcc(k.path, k.function, dict(inputs(k)), defines=k.defines, assume=k.assume, rtol=1e-9, atol=1e-9)
+
+
+STORE_READS_ITS_ELEMENT_C = """
+void bad(int n, double A[n][n], double C[n][n]) {
+#pragma scop
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      double w = A[i][j];
+      for (int k = 0; k < n; k++)
+        w += A[k][i] * A[k][j];
+      C[i][j] = w + C[i][j];
+    }
+#pragma endscop
+}
+"""
+
+
+def test_a_store_that_reads_its_elements_old_value_keeps_the_accumulator() -> None:
+    """``C[i][j] = w + C[i][j]`` reads the element's value from before the sum: forwarding the sum into
+    ``C[i][j]`` would change it, so ``w`` stays."""
+    assert forward_accumulators(pf.from_c(STORE_READS_ITS_ELEMENT_C))[1] == ()
+
+
+SUM_READS_ITS_ELEMENT_C = """
+void scale(int n, double A[n][n], double C[n][n]) {
+#pragma scop
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      double w = 0.0;
+      for (int k = 0; k < n; k++)
+        w += A[k][j] * C[i][j];
+      C[i][j] = w;
+    }
+#pragma endscop
+}
+"""
+
+
+def test_a_sum_that_reads_the_element_it_accumulates_into_keeps_the_accumulator() -> None:
+    """``w += A[k][j] * C[i][j]`` reads ``C[i][j]``'s value from before the sum at every ``k``: in ``C[i][j]``
+    itself it would read the partial sums instead."""
+    assert forward_accumulators(pf.from_c(SUM_READS_ITS_ELEMENT_C))[1] == ()

@@ -14,14 +14,14 @@ N, M, KK = pf.params("N M K")
 
 @pf.program
 def scaled_gemm(A: pf.f32[N, KK], B: pf.f32[KK, M], C: pf.f32[N, M]):
-    """C = 2 A @ B through a scalar accumulator: not the plain store ``accumulators.py`` forwards, so its
-    tiles are searched (gemm's micro-tile has nothing to tune)."""
+    """C += 2 A @ B through a scalar accumulator whose store reads C's old value: ``accumulators.py`` does
+    not forward it, so its tiles are searched (gemm's micro-tile has nothing to tune)."""
     for i in range(N):
         for j in range(M):
             acc = 0.0
             for k in range(KK):
                 acc += A[i, k] * B[k, j]
-            C[i, j] = 2.0 * acc
+            C[i, j] = 2.0 * acc + C[i, j]
 
 
 GEMM = scaled_gemm
