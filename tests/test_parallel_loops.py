@@ -162,6 +162,42 @@ def test_sequential_kernel_inside_a_region_runs_on_one_thread():
         np.testing.assert_array_equal(got_b, want_b)
 
 
+@pf.program(assume="W >= 1")
+def _host_singles(A: pf.f64[W], B: pf.f64[W], s: pf.f64[T]):
+    """Per step: a scalar sum, a scale that needs it, then a parallel update (gramschmidt's shape)."""
+    for t in range(T):
+        for i in range(1, W):
+            s[t] = s[t] + A[i - 1] * A[i]
+        A[0] = s[t] * 0.001
+        for i in range(1, W):
+            B[i] = A[i] * 0.5 + B[i - 1] * 0.25
+        for i in range(W):
+            A[i] = A[i] * 0.99 + B[i] * 0.01
+
+
+def test_consecutive_one_thread_kernels_share_one_omp_single():
+    """The kernels of a host loop's region that run on one thread, one after another, are one ``omp
+    single`` (one barrier per step, not one per kernel: gramschmidt's four per column cost it its second
+    thread), each still in its own labelled block, which the profiler times."""
+    exe = pf.compile(_host_singles, target="c", params={"W": 9000, "T": 5}, fusion="none", threads=2)
+    text = exe.code.text
+    singles = text.count("#pragma omp single")
+    labelled = text.count("(one thread of the team: omp single) */")
+    assert singles == 1 and labelled == 3, text
+    rng = np.random.default_rng(4)
+    a, b, s = rng.uniform(0, 1, 9000), rng.uniform(0, 1, 9000), np.zeros(5)
+    want = {"A": a.copy(), "B": b.copy(), "s": s.copy()}
+    pf.reference(_host_singles)(**want, T=5)
+    for _ in range(3):  # racing threads would show up as differences
+        got = {"A": a.copy(), "B": b.copy(), "s": s.copy()}
+        exe(**got, T=5)
+        for k in got:
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-12, err_msg=k)
+    got = {"A": a.copy(), "B": b.copy(), "s": s.copy()}
+    profile = exe.profile(**got, T=5)
+    assert [k.launches for k in profile.kernels] == [5] * len(profile.kernels)
+
+
 def test_a_batch_of_one_never_hands_parallelism_to_a_reduction_loop():
     """Regression (fuzzer): marks of different kernels share iterator names; the hand-over to the next
     loop must follow the kernel's own band, never another kernel's (here the row sums' next member is the

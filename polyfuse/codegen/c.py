@@ -65,6 +65,9 @@ from polyfuse.types import SizeExpr
 
 INDENT = "    "
 INDEX_TYPE = "int64_t"
+SINGLE_LABEL = "one thread of the team: omp single"
+"""The label of a kernel block that one thread of a host loop's parallel region runs (``runtime/profile.py``
+times it on whichever thread that is)."""
 
 def generate_c(sched: Schedule) -> Code:
     """C99 + OpenMP source for ``sched`` (target ``"c"``): one entry function running the whole program."""
@@ -271,7 +274,17 @@ class _CPrinter(ValuePrinter):
         if t == isl.ast_node_type.for_:
             return self._for(node, depth, parallel)
         if t == isl.ast_node_type.block:
-            return [line for child in block_children(node) for line in self._node(child, depth, parallel)]
+            children, lines = list(block_children(node)), []
+            while children:
+                run = 0
+                while run < len(children) and self._runs_single(children[run]):
+                    run += 1
+                if run:  # consecutive kernels that one thread runs: one ``omp single``, one barrier
+                    lines += self._single(children[:run], depth)
+                    children = children[run:]
+                else:
+                    lines += self._node(children.pop(0), depth, parallel)
+            return lines
         if t == isl.ast_node_type.if_:
             lines = [f"{pad}if ({self._index(node.if_get_cond())}) {{", *self._node(node.if_get_then_node(), depth + 1, parallel)]
             if node.if_has_else_node():
@@ -290,14 +303,8 @@ class _CPrinter(ValuePrinter):
             kernel = ident.user
             label = f"kernel {kernel.name}: {', '.join(kernel.statements)}" if isinstance(kernel, Kernel) else "kernel"
             pad = INDENT * depth
-            if self.in_region and not self._shares_work(node):
-                # inside a host loop's parallel region: one thread runs a kernel that has no OpenMP loop
-                label += " (one thread of the team: omp single)"
-                self.in_kernel = True
-                body = self._node(node.mark_get_node(), depth + 2, None)
-                self.in_kernel = False
-                return [f"{pad}/* {label} */", f"{pad}#pragma omp single", f"{pad}{{", f"{pad}{INDENT}{{", *body,
-                        f"{pad}{INDENT}}}", f"{pad}}}"]
+            if self._runs_single(node):
+                return self._single([node], depth)
             self.in_kernel = True
             body = self._node(node.mark_get_node(), depth + 1, None)
             self.in_kernel = False
@@ -311,6 +318,27 @@ class _CPrinter(ValuePrinter):
             if lines is not None:
                 return lines
         return self._node(node.mark_get_node(), depth, self._parallel_below(node, parallel))
+
+    def _runs_single(self, node: isl.AstNode) -> bool:
+        """Whether ``node`` is a kernel that one thread of a host loop's parallel region runs (it has no
+        OpenMP loop of its own)."""
+        return (self.in_region and not self.in_kernel and node.get_type() == isl.ast_node_type.mark
+                and node.mark_get_id().get_name() == KERNEL_MARK and not self._shares_work(node))
+
+    def _single(self, kernels: list[isl.AstNode], depth: int) -> list[str]:
+        """Kernels that one thread of the team runs, in one ``omp single``: its implicit barrier orders
+        them before what follows, one barrier for the run instead of one per kernel (gramschmidt's four
+        per column). Each keeps its own labelled block (the profiler times it)."""
+        pad, inner = INDENT * depth, INDENT * (depth + 1)
+        lines = [f"{pad}#pragma omp single", f"{pad}{{"]
+        for node in kernels:
+            kernel = node.mark_get_id().user
+            label = f"kernel {kernel.name}: {', '.join(kernel.statements)}" if isinstance(kernel, Kernel) else "kernel"
+            self.in_kernel = True
+            body = self._node(node.mark_get_node(), depth + 2, None)
+            self.in_kernel = False
+            lines += [f"{inner}/* {label} ({SINGLE_LABEL}) */", f"{inner}{{", *body, f"{inner}}}"]
+        return [*lines, f"{pad}}}"]
 
     def _for(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str]:
         pad = INDENT * depth

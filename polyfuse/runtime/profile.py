@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from polyfuse.codegen.c import SINGLE_LABEL
 from polyfuse.codegen.code import Code
 from polyfuse.errors import CodegenError, PolyfuseError
 from polyfuse.runtime import cpu
@@ -103,7 +104,8 @@ def instrument_c(text: str, kernels: Sequence[str]) -> str:
         found.add(name)
         out += [lines[k], lines[k + 1], f"{pad}    const double polyfuse_t0 = omp_get_wtime();"]
         out += lines[k + 2 : close]
-        out += [f"{pad}    if (omp_get_thread_num() == 0) {{  /* inside a host loop's parallel region: thread 0 counts */",
+        counts = "1" if SINGLE_LABEL in lines[k] else "omp_get_thread_num() == 0"  # (omp single: whichever thread runs it)
+        out += [f"{pad}    if ({counts}) {{  /* inside a host loop's parallel region: thread 0 counts */",
                 f"{pad}        {SECONDS}[{slot}] += omp_get_wtime() - polyfuse_t0;",
                 f"{pad}        {LAUNCHES}[{slot}] += 1;", f"{pad}    }}", lines[close]]
         k = close + 1
