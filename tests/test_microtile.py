@@ -7,6 +7,9 @@ remainder paths run too.
 
 from __future__ import annotations
 
+import dataclasses
+from types import MappingProxyType
+
 import islpy as isl
 import numpy as np
 import pytest
@@ -305,3 +308,52 @@ def test_three_vector_conv_matches_numpy(monkeypatch):
     y = np.zeros((1, 11, 6, 61), np.float32)
     pf.compile(prog, target="c", params={})(x=xv, w=wv, y=y)
     np.testing.assert_allclose(y, np.maximum(_np_conv(xv, wv, 1, 1), 0), rtol=1e-4, atol=1e-4)
+
+
+def _doitgen(sizes: dict[str, int]):
+    from tests.kernels import BY_NAME
+
+    k = BY_NAME["doitgen"]
+    prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
+    return k, prog, pf.schedule(prog, target="c", params={p: sizes[p.upper()] for p in prog.params})
+
+
+@pytest.mark.parametrize("sizes", [{"NQ": 40, "NR": 50, "NP": 60}, {"NQ": 140, "NR": 150, "NP": 160}])
+def test_doitgen_gets_a_row_less_register_tile(sizes):
+    """``sum[p] += A[r][q][s] * C4[s][p]`` has no rows member: its rows are the host loops ``r, q`` (``sum``
+    is reused by each). One row per launch: accumulators for four vectors of ``p`` over the ``s`` loop, the
+    broadcast ``A[r][q][s]`` (PolyBench MEDIUM: 1.27 -> 0.43 ms, LARGE 147 -> 54 ms on one thread). At
+    MEDIUM the launch is too small for the team, and still gets the tile."""
+    _, prog, sched = _doitgen(sizes)
+    (mark,) = _marks(sched)
+    assert (mark.statement, mark.rows, mark.nr, mark.mr) == ("S1", None, 4, 1)
+    text = pf.codegen(sched).text
+    assert "acc_0_3 = PF_VFMA_f64(" in text and "acc_1_0" not in text
+
+
+@pytest.mark.parametrize("sizes", [{"NQ": 2, "NR": 3, "NP": 37}, {"NQ": 3, "NR": 1, "NP": 9}, {"NQ": 1, "NR": 2, "NP": 161}])
+def test_row_less_register_tiles_equal_gccs_build(sizes):
+    """doitgen against gcc's build of its source, at sizes leaving every lane remainder (a vector, half of
+    one, single lanes) and a partial ``k`` tile (161 > 128)."""
+    from tests.c_oracle import check_against_gcc
+    from tests.kernels import inputs
+
+    k, prog, sched = _doitgen(sizes)
+    assert [m.rows for m in _marks(sched)] == [None]
+    kernel = dataclasses.replace(k, sizes=MappingProxyType(sizes))
+    args = dict(inputs(kernel))
+    want = check_against_gcc(k.path, k.function, args, defines=k.defines, assume=k.assume)
+    got = {n: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for n, v in args.items()}
+    params = {p: sizes[p.upper()] for p in prog.params}
+    pf.compile(prog, target="c", params=params)(**{n: got[n] for n in prog.arguments}, **params)
+    for name in ("A", "sum"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12)
+
+
+def test_a_row_sum_is_no_row_less_contraction():
+    """``s[i] += x[i][j]`` (a softmax's row sum) reads ``x`` a row apart along its lane: not a vector-matrix
+    product, no register tile (the row kernels have their own shapes)."""
+    g = pf.Graph("rowsum")
+    x = g.input("x", (64, 300), pf.f32)
+    prog = g.build(s=pf.ops.sum(x, axis=1))
+    assert not _marks(pf.schedule(prog, target="c", params={}))

@@ -127,19 +127,20 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
     while node.get_type() == isl.ast_node_type.for_:
         loops.append(_Loop(node, printer._index))
         node = node.for_get_body()
-    if node.get_type() != isl.ast_node_type.user or len(loops) < 3:
+    if node.get_type() != isl.ast_node_type.user or len(loops) < 2:
         return None
     call = statement_call(node)
     stmt = call.statement
     if stmt.name != info.statement:
         return None
     loop_of: dict[str, str] = {}  # statement iterator -> its value as C text (an AST iterator for the tile's)
-    n_tile = 3 + len(info.inner)
+    row_less = info.rows is None  # (one row per launch: the rows are host loops)
+    n_tile = (2 if row_less else 3) + len(info.inner)
     if len(loops) < n_tile:
         return None
-    rows, lane, *inner_loops, red = loops[-n_tile:]
+    rows, lane, *inner_loops, red = [None, *loops[-n_tile:]] if row_less else loops[-n_tile:]
     tile_names = {lp.name for lp in loops[-n_tile:]}
-    roles = (info.rows, info.lane, *info.inner, info.reduction)
+    roles = (*(() if row_less else (info.rows,)), info.lane, *info.inner, info.reduction)
     for it, arg in zip(stmt.iterators, call.arguments):
         if arg.get_type() == isl.ast_expr_type.id:
             loop_of[it] = arg.get_id().get_name()
@@ -151,13 +152,17 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
         return None
     if any(name in tile_names for it, name in loop_of.items() if it not in roles):
         return None
-    if any(lp.degenerate or lp.last is None or not lp.unit for lp in (rows, lane, red)):
+    tile_loops = (lane, red) if row_less else (rows, lane, red)
+    if any(lp.degenerate or lp.last is None or not lp.unit for lp in tile_loops):
         return None
     if any(not lp.degenerate and (lp.last is None or not lp.unit) for lp in inner_loops):
         return None
-    if rows.name in red.ids or lane.name in red.ids:
+    moving = {lp.name for lp in tile_loops[:-1]}
+    if moving & red.ids:
         return None  # (lane bounds that move with the row, a triangle, are handled: _Kernel.triangle_lines)
-    if any((lp.ids | red.ids) & {rows.name, lane.name} for lp in inner_loops):
+    if row_less and lane.ids & {lp.name for lp in loops}:
+        return None  # (a row-less tile's lanes must not depend on an enclosing loop of the tile band)
+    if any((lp.ids | red.ids) & moving for lp in inner_loops):
         return None
     coeffs = [access_coefficients(a.relation) for a in stmt.accesses]
     if any(c is None for c in coeffs):
@@ -205,7 +210,7 @@ class _Kernel:
         self.gathered: dict[int, tuple[str, str]] = {}  # strided lane operands gathered for the current strip
 
     def lines(self, d: int) -> list[str]:
-        if self.rows.name in self.lane.ids:
+        if self.rows is not None and self.rows.name in self.lane.ids:
             return self.triangle_lines(d)
         return self.rectangle_lines(d)
 
@@ -258,7 +263,7 @@ class _Kernel:
         """Lanes outermost (a ``k x NR`` panel of the lane operand stays in L1 while the row groups pass),
         then row groups of ``MR``, then the remainders: one full vector of lanes, then half a vector, then
         one lane at a time; ``MR / 2`` rows, then one row at a time."""
-        i, j = self.rows.name, f"{self.lane.name}_"
+        i, j = (self.rows.name if self.rows is not None else ""), f"{self.lane.name}_"
         width = f"{self.nr} * {self.vl}"
         out = [_pad(d, f"int64_t {j} = {self.lane.init};"),
                 _pad(d, f"for (; {j} + {width} - 1 <= {self.lane.last}; {j} += {width}) {{")]
@@ -285,7 +290,7 @@ class _Kernel:
         row) into a contiguous, aligned local buffer once per lane strip: the row groups then read it
         from L1 without the cache-set conflicts of a power-of-two row stride (operand packing)."""
         self.packed = {}
-        if not self.info.k_tile or self.inner:
+        if not self.info.k_tile or self.inner or self.rows is None:  # (one row reads each panel once)
             return []
         k, lo = self.red.name, self.red.init
         lines: list[str] = []
@@ -330,6 +335,8 @@ class _Kernel:
         return lines
 
     def _rows(self, d: int, i: str, j: str, n_vec: int) -> list[str]:
+        if self.rows is None:  # a row-less tile: the one row of this launch
+            return self._tile(d + 1, 1, n_vec, "", j)
         out = [_pad(d, f"int64_t {i} = {self.rows.init};")]
         for n_rows in sorted({self.mr, max(1, self.mr // 2), 1}, reverse=True):
             out += [_pad(d, f"for (; {i} + {n_rows - 1} <= {self.rows.last}; {i} += {n_rows}) {{"),
@@ -347,7 +354,8 @@ class _Kernel:
 
         def at(r: int, v: int) -> dict[str, str]:
             env = {it: name for it, name in self.loop_of.items()}
-            env[self.info.rows] = f"({row} + {r})" if r else row
+            if self.info.rows is not None:
+                env[self.info.rows] = f"({row} + {r})" if r else row
             env[self.info.lane] = f"({j} + {v} * {self.vl})" if vec and v else j
             return env
 
@@ -435,8 +443,9 @@ class _Kernel:
 
     def _depends(self, n: int) -> tuple[bool, bool]:
         """Whether access ``n`` moves with the row, and with the lane."""
-        rows, lane = self._dim(self.info.rows), self._dim(self.info.lane)
-        return any(c[0][rows] for c in self.coeffs[n]), any(c[0][lane] for c in self.coeffs[n])
+        lane = self._dim(self.info.lane)
+        moves_with_row = self.info.rows is not None and any(c[0][self._dim(self.info.rows)] for c in self.coeffs[n])
+        return moves_with_row, any(c[0][lane] for c in self.coeffs[n])
 
     def _dim(self, iterator: str) -> int:
         return self.stmt.iterators.index(iterator)

@@ -159,8 +159,13 @@ class Mapper:
         # (a sequential band of one loop is not tiled: strip-mining a single loop reuses nothing and only
         # puts min/max bounds in the way of the vectoriser)
         if self.target == "c" and node.get_type() == T.band and node.band_get_permutable() and node.band_n_member() > 1:
-            sizes = sizes_for(self.tile, "c", stmts, node.band_n_member(), 0)
-            node = tile_band(node, sizes)
+            # (a contraction too small for the team still gets its register tile: doitgen's 60 x 60 per launch)
+            micro = self._micro(node, stmts) if parallel_band and chosen is None else None
+            if micro is not None:
+                node, sizes = micro
+            else:
+                sizes = sizes_for(self.tile, "c", stmts, node.band_n_member(), 0)
+                node = tile_band(node, sizes)
         kernel = Kernel(name, stmts, grid=launch[0], block=launch[1], tile_sizes=tuple(sizes), serial=serial)
         self.kernels.append(KernelInfo(kernel, domain, None, None, flat))
         return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
@@ -240,7 +245,7 @@ class Mapper:
         band still starts with a parallel member; else ``None``."""
         if not self.microtiles or len(stmts) != 1 or not node.band_get_permutable() or not _auto(self.tile, stmts):
             return None
-        found = find_contraction(self.prog, node)
+        found = find_contraction(self.prog, node, row_less=True)
         if found is None:
             return None
         first = found.order[0]
@@ -256,7 +261,7 @@ class Mapper:
         lane_extent = self._extent(node, found.lane)
         lanes = -(-lane_extent // lane_tile(size, self.cache_bytes)) if lane_extent else 1
         enough = 2 * (os.cpu_count() or 1)
-        rows = None if outer >= enough or lanes >= enough else (self._extent(node, found.rows) or None)
+        rows = None if outer >= enough or lanes >= enough or found.rows is None else (self._extent(node, found.rows) or None)
         row_tiles = -(-enough // lanes) if lane_extent else 8
         return micro_tile(self.prog, node, found, self.cache_bytes, rows, self._extent, row_tiles)
 

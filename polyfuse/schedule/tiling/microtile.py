@@ -75,7 +75,7 @@ class Contraction:
     """Which member of a contraction band plays which part (positions in the band, isl's order)."""
 
     statement: str
-    rows: int
+    rows: int | None  # None: one row per launch, the rows being host loops around the kernel (doitgen)
     lane: int
     reduction: int
     others: tuple[int, ...]
@@ -87,7 +87,8 @@ class Contraction:
         """The band's members reordered for the micro-tile: others, rows, lane, the reductions moved
         inside the register tile, the reduction. Each element still sums its terms in source order: the
         reductions keep their relative order."""
-        return (*[m for m in self.others if m not in self.inner], self.rows, self.lane, *self.inner, self.reduction)
+        rows = () if self.rows is None else (self.rows,)
+        return (*[m for m in self.others if m not in self.inner], *rows, self.lane, *self.inner, self.reduction)
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class MicroTile:
     and reduction (names of the statement's own iterators)."""
 
     statement: str
-    rows: str
+    rows: str | None  # None: a row-less tile (one row per launch: the rows are host loops)
     lane: str
     reduction: str
     k_tile: int = 0  # the reduction's cache tile: at most this many k per panel (0: unknown, no packing)
@@ -109,12 +110,15 @@ class MicroTile:
                 f"{self.mr} x {self.nr} vectors)")
 
 
-def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | None = None) -> Contraction | None:
+def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | None = None,
+                     row_less: bool = False) -> Contraction | None:
     """The contraction of the band at ``node`` (see the module docstring), or ``None``.
 
     ``statement``: the update to look for; by default the band's single update statement. Members are
     numbered over the band and the chain of single-child bands below it (:func:`merge_chain`): isl puts
-    a convolution's window loops in bands of their own."""
+    a convolution's window loops in bands of their own. ``row_less``: also a band with no rows member
+    whose rows are host loops around it, one row per launch (:func:`_row_less`: doitgen's
+    ``sum[p] += A[r][q][s] * C4[s][p]`` below its ``r`` and ``q`` loops)."""
     if node.get_type() != T.band:
         return None
     names = _statements(node)
@@ -126,10 +130,13 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
     stmt = prog.statement(updates[0])
     first = node.band_n_member()
     chain = merge_chain(node) if len(names) == 1 else node
-    if chain.band_n_member() < 3:
+    if chain.band_n_member() < (2 if row_less else 3):
         return None
     dims = member_iterators(chain, stmt)
-    if dims is None or len(set(dims)) != len(dims) or any(d not in dims and not _single_valued(stmt, d) for d in range(stmt.depth)):
+    if dims is None or len(set(dims)) != len(dims):
+        return None
+    host = [d for d in range(stmt.depth) if d not in dims and not _single_valued(stmt, d)]
+    if host and not (row_less and all(d < min(dims) for d in host)):
         return None  # (an iterator with one value, a batch of 1 at concrete sizes, needs no member)
     write = access_coefficients(stmt.write.relation)
     if write is None or not _vectorisable(stmt, stmt.value):
@@ -146,8 +153,12 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
             return None  # must not move with any other member than the lane and the reduction
     # rows and lane must be parallel members of the first band (zero distance for every dependence there)
     rows = [m for m, d in enumerate(dims) if m != lane and m not in reductions and m < first and chain.band_member_get_coincident(m)]
-    if not rows or lane >= first or not chain.band_member_get_coincident(lane):
+    if lane >= first or not chain.band_member_get_coincident(lane):
         return None
+    if host or not rows:  # the rows are the host loops: one row per launch
+        if not host or rows or not _row_less(reads, dims, lane, reduction) or len(reductions) != 1:
+            return None
+        return Contraction(stmt.name, None, lane, reduction, ())
     # rows: the member along which the fewest vector (lane-contiguous) operands move, so that the operands
     # loaded as vectors are shared by the rows of the tile and only broadcasts differ per row
     vector_reads = [c for c in reads if stride_along(c, dims[lane]) == "one"]
@@ -156,6 +167,20 @@ def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | Non
     coincident = [m for m in range(len(dims)) if m not in (row, lane) and m not in reductions]
     outer = tuple(m for m in reductions if m != reduction)
     return Contraction(stmt.name, row, lane, reduction, tuple(coincident) + outer, outer)
+
+
+def _row_less(reads: list[Coefficients], dims: Sequence[int], lane: int, reduction: int) -> bool:
+    """Whether a contraction with no rows member has the shape of a vector-matrix product: each read
+    contiguous along the lane (a row of the matrix, loaded as vectors) or invariant along it (the row's
+    element of ``k``, broadcast), both kinds present."""
+    along = [stride_along(c, dims[lane]) for c in reads]
+    broadcast = any(a == "zero" and stride_along(c, dims[reduction]) != "zero" for a, c in zip(along, reads))
+    return all(a in ("zero", "one") for a in along) and "one" in along and broadcast
+
+
+ROW_LESS_VECTORS = 4
+"""Vectors of lanes of a row-less register tile: one row, so its accumulators alone hide the multiply-add
+latency (4 independent chains; 9 registers with their operands and the broadcast)."""
 
 
 def gatherable(c: Coefficients, dims: Sequence[int], lane: int, reduction: int, reductions: Sequence[int]) -> bool:
@@ -183,18 +208,22 @@ def merge_chain(node: isl.ScheduleNode) -> isl.ScheduleNode:
 def contraction_statement(stmt: Statement) -> bool:
     """Whether ``stmt`` alone has a contraction's shape (see the module docstring), whatever its band:
     an update of depth 3 or more with a lane iterator, a reduction iterator and a row iterator, and a
-    value the micro-kernel vectorises."""
+    value the micro-kernel vectorises; or, with no row iterator, a vector-matrix product inside further
+    loops that leave its element in place (doitgen's ``sum[p] += A[r][q][s] * C4[s][p]``: a row-less
+    tile, :func:`_row_less`)."""
     if stmt.op != "+=" or not stmt.is_reduction or stmt.depth < 3 or not _vectorisable(stmt, stmt.value):
         return False
     write = access_coefficients(stmt.write.relation)
     if write is None:
         return False
     kinds = [stride_along(write, d) for d in range(stmt.depth)]
-    if kinds.count("one") != 1 or "zero" not in kinds or "other" not in kinds:
+    if kinds.count("one") != 1 or "zero" not in kinds:
         return False
     lane = kinds.index("one")
     zeros = [d for d, kind in enumerate(kinds) if kind == "zero"]
     identity = list(range(stmt.depth))
+    if "other" not in kinds:  # no row iterator: a vector-matrix product whose rows are loops around it
+        return len(zeros) >= 2 and _row_less(_read_coefficients(stmt), identity, lane, zeros[-1])
     return all(stride_along(c, lane) != "other" or gatherable(c, identity, lane, zeros[-1], zeros)
                for c in _read_coefficients(stmt))
 
@@ -307,6 +336,8 @@ def cache_tile_sizes(found: Contraction, n_members: int, itemsize: int, cache_by
     by 1."""
     l2 = cache_sizes()[1]
     kc = 256 if itemsize <= 4 else 128
+    if found.rows is None:  # one row: a lane tile of one strip, the strips running in parallel
+        return (1,) * (n_members - 2) + (ROW_LESS_VECTORS * max(1, vector_bytes() // itemsize), kc)
     nc = lane_tile(itemsize, cache_bytes)
     mc = 192 if l2 >= 1 << 20 else 96  # the Mc x Kc block of the row operand stays in L2 (192 KiB at most)
     if rows_extent:
@@ -344,7 +375,8 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     assert dims is not None
     itemsize = _itemsize(prog.arrays[stmt.write.array].dtype)
     kc = 256 if itemsize <= 4 else 128  # as cache_tile_sizes
-    lanes = extent(node, found.lane) if extent is not None and not _moves_with(stmt, dims[found.lane], dims[found.rows]) else 0
+    lanes = extent(node, found.lane) if extent is not None and found.rows is not None and \
+        not _moves_with(stmt, dims[found.lane], dims[found.rows]) else 0
     gathered = any(stride_along(c, dims[found.lane]) == "other" for c in _read_coefficients(stmt))
     if extent is not None and found.outer_reductions and 0 < extent(node, found.reduction) <= kc and not gathered:
         inner = tuple(m for m in found.outer_reductions if 0 < extent(node, m) <= INNER_REDUCTION_EXTENT)
@@ -361,9 +393,10 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
         node = node.band_tile(isl.MultiVal.from_val_list(node.band_get_space(), vals))
     names = stmt.iterators
     lane_tile_size = sizes[len(found.order) - len(found.inner) - 2]  # (sizes follow found.order)
-    nr = lane_vectors(min(lanes, lane_tile_size) if lanes else 0, itemsize)
-    mark = MicroTile(stmt.name, names[dims[found.rows]], names[dims[found.lane]], names[dims[found.reduction]],
-                     0 if found.inner else sizes[-1], register_rows(), nr, tuple(names[dims[m]] for m in found.inner))
+    nr = lane_vectors(min(lanes, lane_tile_size) if lanes else 0, itemsize) if found.rows is not None else ROW_LESS_VECTORS
+    rows = names[dims[found.rows]] if found.rows is not None else None
+    mark = MicroTile(stmt.name, rows, names[dims[found.lane]], names[dims[found.reduction]],
+                     0 if found.inner else sizes[-1], register_rows() if rows else 1, nr, tuple(names[dims[m]] for m in found.inner))
     return node.child(0).insert_mark(isl.Id(MICROTILE_MARK, user=mark)).parent(), sizes
 
 
