@@ -52,6 +52,7 @@ def test_matmul_gets_a_register_tile_with_its_initialisation_hoisted():
     text = pf.codegen(sched).text
     assert "PF_VFMA_f32" in text and "acc_5_1" in text
     assert "pack2[" in text  # b's k x NR panel is packed once per lane strip (b is access 2 of S1)
+    assert "S0 | S1: not fused: S1 runs as a register micro-tile, which takes a kernel of its own" in sched.explain()
 
 
 @pytest.mark.parametrize("sizes", [(1, 1, 1), (7, 37, 129), (129, 7, 37), (37, 129, 7), (61, 300, 50),

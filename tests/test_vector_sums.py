@@ -105,6 +105,7 @@ def test_two_sums_over_one_loop_get_a_warp_per_row_each() -> None:
     rows = [kk for kk in _columns(sched) if kk.vector_sum.layout == "rows"]
     assert sorted(kk.statements for kk in rows) == [("S2",), ("S3",)]
     assert all(math.prod(kk.grid) >= 132 for kk in rows)
+    assert "S2 | S3: not fused: S3 runs as a sum into a vector, which takes a kernel of its own" in sched.explain()
 
 
 @needs_sim

@@ -46,7 +46,7 @@ from polyfuse.runtime.args import check_params
 from polyfuse.schedule.accumulators import forward_accumulators
 from polyfuse.schedule.bands import DepView
 from polyfuse.schedule.deps import dependences_of
-from polyfuse.schedule.fusion.explain import decisions
+from polyfuse.schedule.fusion.explain import decisions, kernel_shapes
 from polyfuse.schedule.fusion.scheduler import (
     DEFAULT_ISL_BUDGET,
     FUSION_POLICIES,
@@ -184,9 +184,10 @@ def schedule(
             notes.append("every kernel runs on one thread at these sizes (each parallel loop launch does too little work), "
                          "so the reordering that exposed that parallelism (e.g. a wavefront) would only cost locality: "
                          "the program runs in its source order")
-    decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best)) if view is not None else None  # on first explain()
     best = block_reductions(best, bool(reassociate))  # CUDA: reductions into one element shared by the threads
     best = vector_sums(best, bool(reassociate))  # CUDA: sums into a vector shared by many threads
+    decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best),
+                               kernel_shapes(best.tree, best.kernels)) if view is not None else None  # on first explain()
     return _keep_base(best, decide=decide, notes=tuple(notes), reassociate=bool(reassociate))
 
 

@@ -4,10 +4,14 @@ For two neighbouring kernels under ``fusion="max"`` or ``"smart"``, the two grou
 scheduled again on their own with the same policy. If they still end up in separate kernels, each
 dependence between the groups is tried alone (with the dependences inside each group): the first one that
 by itself keeps them apart is named as the blocking dependence. Under ``"none"``, ``"min"`` or an explicit
-schedule the policy is the reason.
+schedule the policy is the reason. A statement that runs as a kernel shape of its own (a register
+micro-tile, a CUDA sum into a vector: :func:`kernel_shapes`) is the reason where its neighbour was
+distributed from it, and ``fusion="smart"``'s own distribution where its model rated the kernels better apart.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import islpy as isl
 
@@ -15,7 +19,8 @@ from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView
 from polyfuse.schedule.fusion.scheduler import base_tree
 from polyfuse.schedule.mapping.kernels import split, statements_of
-from polyfuse.schedule.model import FusionDecision, Kernel
+from polyfuse.schedule.model import KERNEL_MARK, FusionDecision, Kernel
+from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
 
 _POLICY = {
     "none": "fusion='none' keeps the source order: each loop nest is its own kernel",
@@ -25,10 +30,12 @@ _POLICY = {
 
 
 def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: DepView,
-              apart: tuple[frozenset[str], ...] = ()) -> tuple[FusionDecision, ...]:
+              apart: tuple[frozenset[str], ...] = (), shapes: Mapping[str, str] | None = None) -> tuple[FusionDecision, ...]:
     """The decisions for each kernel of several statements and each pair of neighbouring kernels.
     ``apart``: the statements of the kernels ``fusion="smart"`` fused and then distributed again because
-    its model rated them better apart (the notes give the numbers)."""
+    its model rated them better apart (the notes give the numbers). ``shapes``: kernel name -> the kernel
+    shape its lone statement was distributed into (:func:`kernel_shapes`)."""
+    shapes = shapes or {}
     out: list[FusionDecision] = []
     for k in kernels:
         if len(k.statements) > 1:
@@ -39,10 +46,14 @@ def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: Dep
             out.append(FusionDecision(k.statements[:1], k.statements[1:], True, f"{k.name}: {reason}" if how else reason))
     for a, b in zip(kernels, kernels[1:]):
         first, second = a.statements, b.statements
+        shaped = next(((k.statements[0], shapes[k.name]) for k in (b, a) if k.name in shapes and len(k.statements) == 1), None)
         if any(set(first) | set(second) <= group for group in apart):
             reason = ("fusion='smart' fused them, then distributed them again: the model rates them better in "
                       "separate kernels (register micro-tiles kept, fewer innermost loops striding through memory, or "
                       "fewer bytes; the notes give the numbers)")
+        elif shaped is not None and fusion not in _POLICY:
+            reason = (f"{shaped[0]} runs as {shaped[1]}, which takes a kernel of its own "
+                      "(microtile.distribute_contractions distributes any kernel holding it)")
         elif fusion in _POLICY:
             reason = _POLICY[fusion]
             blocker = _blocker(prog, "max", view, first, second)
@@ -57,6 +68,26 @@ def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: Dep
 
 
 NO_LINK = "no dependence links them: they share no data to reuse, so they stay separate kernels"
+
+
+def kernel_shapes(tree: isl.Schedule, kernels: tuple[Kernel, ...]) -> dict[str, str]:
+    """Kernel name -> the kernel shape of its own that its statement runs as: a register micro-tile (C: a
+    ``microtile`` mark; CUDA: ``Kernel.microtile``) or a sum into a vector (CUDA: ``Kernel.vector_sum``)."""
+    out = {k.name: "a register micro-tile" for k in kernels if getattr(k, "microtile", None) is not None}
+    out.update({k.name: "a sum into a vector" for k in kernels if getattr(k, "vector_sum", None) is not None})
+
+    def walk(node: isl.ScheduleNode, kernel: str | None) -> None:
+        if node.get_type() == isl.schedule_node_type.mark:
+            name = node.mark_get_id().get_name()
+            if name == KERNEL_MARK:
+                kernel = getattr(node.mark_get_id().user, "name", None)
+            elif name == MICROTILE_MARK and kernel is not None:
+                out.setdefault(kernel, "a register micro-tile")
+        for k in range(node.n_children()):
+            walk(node.child(k), kernel)
+
+    walk(tree.get_root(), None)
+    return out
 
 
 def describe(prog: Program, dep) -> str:
