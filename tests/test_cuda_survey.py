@@ -43,18 +43,22 @@ GLOBAL_ACCUMULATORS = {
 """(kernel, CUDA function, statement, array) updating one global element across a sequential loop."""
 
 
-@pytest.fixture(scope="module")
-def surveyed() -> dict[str, tuple[pf.Program, object, pf.Code]]:
+def _scheduled(sizes) -> dict[str, tuple[pf.Program, pf.Schedule]]:
+    """Each of the 30 kernels and its CUDA schedule at ``sizes(name, prog)``."""
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pf.PolyfuseWarning)
         for name in PB_SIZES:
             k = BY_NAME[name]
             prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
-            sizes = {p: 3 if p.upper() in ("TSTEPS", "TMAX") else 200 for p in prog.params}
-            sched = pf.schedule(prog, target="cuda", params=sizes)
-            out[name] = (prog, sched, pf.codegen(sched))
+            out[name] = (prog, pf.schedule(prog, target="cuda", params=sizes(name, prog)))
     return out
+
+
+@pytest.fixture(scope="module")
+def surveyed() -> dict[str, tuple[pf.Program, object, pf.Code]]:
+    at_200 = _scheduled(lambda name, prog: {p: 3 if p.upper() in ("TSTEPS", "TMAX") else 200 for p in prog.params})
+    return {name: (prog, sched, pf.codegen(sched)) for name, (prog, sched) in at_200.items()}
 
 
 def test_every_one_thread_kernel_is_justified(surveyed) -> None:
@@ -132,14 +136,8 @@ def test_the_detector_sees_an_accumulator_in_global_memory() -> None:
 @pytest.fixture(scope="module")
 def large() -> dict[str, pf.Schedule]:
     """The 30 kernels scheduled for CUDA at PolyBench's LARGE sizes."""
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", pf.PolyfuseWarning)
-        for name in PB_SIZES:
-            k = BY_NAME[name]
-            prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
-            out[name] = pf.schedule(prog, target="cuda", params={p: PB_SIZES[name]["LARGE"][p.upper()] for p in prog.params})
-    return out
+    large = _scheduled(lambda name, prog: {p: PB_SIZES[name]["LARGE"][p.upper()] for p in prog.params})
+    return {name: sched for name, (_, sched) in large.items()}
 
 
 def test_every_kernel_launching_fewer_blocks_than_sms_is_justified(large) -> None:

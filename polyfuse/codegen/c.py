@@ -83,6 +83,11 @@ def size_to_c(size: SizeExpr) -> str:
     return text if len(parts) == 1 and " " not in text else f"({text})"
 
 
+def _label(kernel: object) -> str:
+    """The comment that opens a kernel's block (``runtime/profile.py`` finds kernels by it)."""
+    return f"kernel {kernel.name}: {', '.join(kernel.statements)}" if isinstance(kernel, Kernel) else "kernel"
+
+
 class FlatCDialect(CDialect):
     """C spelling with row-major linearised array accesses; local scalars are accessed by name alone."""
 
@@ -300,8 +305,7 @@ class _CPrinter(ValuePrinter):
         ident = node.mark_get_id()
         name = ident.get_name()
         if name == KERNEL_MARK:
-            kernel = ident.user
-            label = f"kernel {kernel.name}: {', '.join(kernel.statements)}" if isinstance(kernel, Kernel) else "kernel"
+            label = _label(ident.user)
             pad = INDENT * depth
             if self._runs_single(node):
                 return self._single([node], depth)
@@ -332,8 +336,7 @@ class _CPrinter(ValuePrinter):
         pad, inner = INDENT * depth, INDENT * (depth + 1)
         lines = [f"{pad}#pragma omp single", f"{pad}{{"]
         for node in kernels:
-            kernel = node.mark_get_id().user
-            label = f"kernel {kernel.name}: {', '.join(kernel.statements)}" if isinstance(kernel, Kernel) else "kernel"
+            label = _label(node.mark_get_id().user)
             self.in_kernel = True
             body = self._node(node.mark_get_node(), depth + 2, None)
             self.in_kernel = False

@@ -33,7 +33,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import islpy as isl
-import numpy as np
 
 from polyfuse.cost.chambers import sum_over_chambers
 from polyfuse.cost.machine import cache_sizes
@@ -453,16 +452,12 @@ def _region_counts(prog: Program, domain: isl.UnionSet, tile_map: isl.UnionMap, 
             covered = local.intersect(same_tile).reverse().apply_range(writes).intersect(reads)
             exposed = reads.subtract(covered)
         per_tile = tm.reverse().apply_range(exposed)
-        r = _broadcast_count(per_tile, tile_dims, _itemsize(prog, name)) if writes.is_empty() else None
+        r = _broadcast_count(per_tile, tile_dims, prog.arrays[name].dtype.bits // 8) if writes.is_empty() else None
         r = count_relation(per_tile) if r is None else r
         w = count_relation(tm.reverse().apply_range(writes))
         out[name] = ArrayCount(r, w, count_relation(exposed) if with_accesses else 0)
     tiles = count_set(tm.range()) if not domain.is_empty() else 0
     return out, tiles
-
-
-def _itemsize(prog: Program, array: str) -> int:
-    return int(np.dtype(prog.arrays[array].dtype.numpy).itemsize)
 
 
 def _broadcast_count(per_tile: isl.UnionMap, tile_dims: int, itemsize: int) -> int | None:

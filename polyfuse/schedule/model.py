@@ -256,41 +256,28 @@ class Schedule:
         those host loops."""
         from polyfuse.cost.footprint import count_set, fixed_params  # cost/ builds on this module
 
-        fixed = fixed_params(self.program, self.params)
-        found: list[tuple[isl.UnionSet, isl.UnionSet | None, int]] = []  # (instances, launches, host loops)
-
-        def visit(node: isl.ScheduleNode) -> bool:
-            if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == KERNEL_MARK:
-                if getattr(node.mark_get_id().user, "name", None) == kernel.name:
-                    domain = node.get_domain().intersect_params(fixed)
-                    prefix = node.get_prefix_schedule_union_map().intersect_domain(domain).range() if node.get_schedule_depth() else None
-                    found.append((domain, prefix, node.get_schedule_depth()))
-                return False
-            return True
-
-        self.tree.get_root().foreach_descendant_top_down(visit)
-        if len(found) != 1:
+        mark = self._kernel_mark(kernel)
+        if mark is None:
             return None, 0
-        domain, launches, host = found[0]
+        host = mark.get_schedule_depth()
         try:
-            return count_set(domain) // max(count_set(launches) if launches is not None else 1, 1), host
+            domain = mark.get_domain().intersect_params(fixed_params(self.program, self.params))
+            launches = count_set(mark.get_prefix_schedule_union_map().intersect_domain(domain).range()) if host else 1
+            return count_set(domain) // max(launches, 1), host
         except (isl.Error, ValueError):
             return None, host
+
+    def _kernel_mark(self, kernel: Kernel) -> isl.ScheduleNode | None:
+        """The ``kernel`` mark of ``kernel`` in the tree, or None."""
+        from polyfuse.schedule.movement.kernel_tree import kernel_marks  # (it builds on this module)
+
+        return next((m for m in kernel_marks(self.tree) if getattr(m.mark_get_id().user, "name", None) == kernel.name), None)
 
     def _loop_free(self, kernel: Kernel) -> bool:
         """Whether every statement of ``kernel`` has no loop of its own inside the kernel (its loops, if
         any, are the host loops around the kernel's mark)."""
-        host: list[int] = []
-
-        def visit(node: isl.ScheduleNode) -> bool:
-            if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == KERNEL_MARK:
-                if getattr(node.mark_get_id().user, "name", None) == kernel.name:
-                    host.append(node.get_schedule_depth())
-                return False
-            return True
-
-        self.tree.get_root().foreach_descendant_top_down(visit)
-        return bool(host) and all(self.program.statement(s).depth <= host[0] for s in kernel.statements)
+        mark = self._kernel_mark(kernel)
+        return mark is not None and all(self.program.statement(s).depth <= mark.get_schedule_depth() for s in kernel.statements)
 
     def to_text(self) -> str:
         """The schedule as editable text that ``pf.schedule(prog, schedule=text)`` (or the CLI's

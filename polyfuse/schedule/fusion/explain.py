@@ -19,8 +19,8 @@ from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView
 from polyfuse.schedule.fusion.scheduler import base_tree
 from polyfuse.schedule.mapping.kernels import split, statements_of
-from polyfuse.schedule.model import KERNEL_MARK, FusionDecision, Kernel
-from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
+from polyfuse.schedule.model import FusionDecision, Kernel
+from polyfuse.schedule.tiling.microtile import microtile_marks
 
 _POLICY = {
     "none": "fusion='none' keeps the source order: each loop nest is its own kernel",
@@ -76,17 +76,8 @@ def kernel_shapes(tree: isl.Schedule, kernels: tuple[Kernel, ...]) -> dict[str, 
     out = {k.name: "a register micro-tile" for k in kernels if getattr(k, "microtile", None) is not None}
     out.update({k.name: "a sum into a vector" for k in kernels if getattr(k, "vector_sum", None) is not None})
 
-    def walk(node: isl.ScheduleNode, kernel: str | None) -> None:
-        if node.get_type() == isl.schedule_node_type.mark:
-            name = node.mark_get_id().get_name()
-            if name == KERNEL_MARK:
-                kernel = getattr(node.mark_get_id().user, "name", None)
-            elif name == MICROTILE_MARK and kernel is not None:
-                out.setdefault(kernel, "a register micro-tile")
-        for k in range(node.n_children()):
-            walk(node.child(k), kernel)
-
-    walk(tree.get_root(), None)
+    for kernel, _ in microtile_marks(tree):
+        out.setdefault(kernel, "a register micro-tile")
     return out
 
 

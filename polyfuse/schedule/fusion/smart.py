@@ -48,8 +48,8 @@ from polyfuse.schedule.bands import DepView, T, annotate, statement_filters
 from polyfuse.schedule.fusion.locality import strided_walks
 from polyfuse.schedule.fusion.scheduler import BudgetExhausted, IslBudget
 from polyfuse.schedule.mapping.kernels import box_volume, split, statements_of
-from polyfuse.schedule.model import KERNEL_MARK, Kernel, Schedule
-from polyfuse.schedule.tiling.microtile import MICROTILE_MARK, fresh_nest
+from polyfuse.schedule.model import Kernel, Schedule
+from polyfuse.schedule.tiling.microtile import fresh_nest, microtile_marks
 
 REPRESENTATIVE_SIZE = 1024
 """The size given to every param without a value when ``fusion="smart"`` compares traffic."""
@@ -270,17 +270,9 @@ def _microtiles(sched: Schedule) -> dict[str, int]:
         volume = _instances(sched.program, tile.statement, fixed)
         return volume is None or volume >= MICROTILE_WORTH
 
-    def walk(node: isl.ScheduleNode, kernel: str | None) -> None:
-        if node.get_type() == T.mark:
-            name = node.mark_get_id().get_name()
-            if name == KERNEL_MARK:
-                kernel = getattr(node.mark_get_id().user, "name", None)
-            elif name == MICROTILE_MARK and kernel is not None and worth(node.mark_get_id().user):
-                out[kernel] = out.get(kernel, 0) + 1
-        for k in range(node.n_children()):
-            walk(node.child(k), kernel)
-
-    walk(sched.tree.get_root(), None)
+    for kernel, tile in microtile_marks(sched.tree):
+        if worth(tile):
+            out[kernel] = out.get(kernel, 0) + 1
     for k in sched.kernels:  # CUDA: the plan rides on the kernel (``tiling/cuda_microtile.py``)
         if getattr(k, "microtile", None) is not None and worth(k.microtile):
             out[k.name] = out.get(k.name, 0) + 1

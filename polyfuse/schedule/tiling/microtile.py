@@ -34,6 +34,7 @@ from polyfuse.cost.machine import cache_sizes, vector_bytes, vector_registers
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
 from polyfuse.ir.program import Program, Statement
 from polyfuse.schedule.bands import DepView, T, annotate, isl_options, statement_filters
+from polyfuse.schedule.model import KERNEL_MARK
 
 MICROTILE_MARK = "microtile"
 MR = 6
@@ -108,6 +109,24 @@ class MicroTile:
     def __str__(self) -> str:
         return (f"microtile({self.statement}: rows {self.rows}, lane {self.lane}, reduction {self.reduction}, "
                 f"{self.mr} x {self.nr} vectors)")
+
+
+def microtile_marks(tree: isl.Schedule) -> list[tuple[str, MicroTile]]:
+    """(kernel name, payload) of every ``microtile`` mark of ``tree``, in depth-first order."""
+    out: list[tuple[str, MicroTile]] = []
+
+    def walk(node: isl.ScheduleNode, kernel: str | None) -> None:
+        if node.get_type() == T.mark:
+            name = node.mark_get_id().get_name()
+            if name == KERNEL_MARK:
+                kernel = getattr(node.mark_get_id().user, "name", None)
+            elif name == MICROTILE_MARK and kernel is not None:
+                out.append((kernel, node.mark_get_id().user))
+        for k in range(node.n_children()):
+            walk(node.child(k), kernel)
+
+    walk(tree.get_root(), None)
+    return out
 
 
 def find_contraction(prog: Program, node: isl.ScheduleNode, statement: str | None = None,
