@@ -155,6 +155,8 @@ class Executable:
         self.target = target
         self._given = dict(options)  # as passed (params included): what a pickle rebuilds from
         self.options = {k: v for k, v in options.items() if k != "params"}
+        if threads == 1 and target == "c":  # the scheduler may trade parallel loops for locality
+            self.options["threads"] = 1
         self.tune = tune
         self._specialisations: dict[tuple[tuple[str, int], ...], tuple[Compiled, dict[str, np.ndarray]]] = {}
         self._latest: Compiled | None = None

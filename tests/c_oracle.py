@@ -147,10 +147,11 @@ def assert_same(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray], w
 
 def check_against_gcc(source: str | Path, function: str, args: Mapping[str, Any], defines: Mapping[str, object] | None = None,
                       extra: Mapping[str, Any] | None = None, compile_c: bool = True, rtol: float = 1e-9, atol: float = 1e-9,
-                      program: pf.Program | None = None, **from_c: Any) -> dict[str, np.ndarray]:
-    """Run ``function`` through gcc, ``pf.reference`` and (``compile_c``) ``pf.compile(target="c")`` on copies
-    of ``args`` (by C name; sizes no array determines by keyword) and assert they agree. ``extra`` holds
-    arguments only the polyfuse program has (a scalar it captured). Returns gcc's arrays."""
+                      program: pf.Program | None = None, threads: int | None = None, **from_c: Any) -> dict[str, np.ndarray]:
+    """Run ``function`` through gcc, ``pf.reference`` and (``compile_c``) ``pf.compile(target="c",
+    threads=threads)`` on copies of ``args`` (by C name; sizes no array determines by keyword) and assert
+    they agree. ``extra`` holds arguments only the polyfuse program has (a scalar it captured). Returns
+    gcc's arrays."""
     gcc = GccKernel(source, function, defines)
     want = gcc(**args)
     prog = program if program is not None else pf.from_c(str(source), function=function, defines=defines, **from_c)
@@ -167,6 +168,6 @@ def check_against_gcc(source: str | Path, function: str, args: Mapping[str, Any]
     assert_same(ref_args, {k: v for k, v in want.items() if k in ref_args}, f"{function}: reference vs gcc", rtol, atol)
     if compile_c:
         c_args = fresh()
-        pf.compile(prog, target="c")(**c_args)
+        pf.compile(prog, target="c", threads=threads)(**c_args)
         assert_same(c_args, {k: v for k, v in want.items() if k in c_args}, f"{function}: compiled C vs gcc", rtol, atol)
     return want

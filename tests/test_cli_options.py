@@ -17,6 +17,7 @@ from polyfuse.errors import PolyfuseError
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "examples" / "kernels.py"
+PB = ROOT / "tests" / "kernels"
 
 
 def run_cli(capsys, *argv):
@@ -100,9 +101,16 @@ def test_version():
     assert out.returncode == 0 and out.stdout.strip() == f"polyfuse {version()}" and version() != "unknown"
 
 
-def test_threads_is_a_run_option(capsys):
-    status, _, err = run_cli(capsys, "codegen", f"{KERNELS}::add_exp", "--target", "c", "--threads", "2")
-    assert status == 1 and "--threads applies to `polyfuse run`" in err
+def test_threads_reaches_the_c_scheduler_and_is_refused_for_cuda(capsys):
+    """``--threads 1`` lets the C scheduler fuse a stencil's time step row by row (``fusion/steps.py``):
+    ``codegen`` and ``schedule`` print what ``run --threads 1`` runs."""
+    sizes = ("--size", "tsteps=3,n=200")
+    status, out, _ = run_cli(capsys, "schedule", f"{PB}/jacobi-2d.c", "--target", "c", *sizes, "--threads", "1")
+    assert status == 0 and "fused row by row for one thread" in out
+    status, out, _ = run_cli(capsys, "schedule", f"{PB}/jacobi-2d.c", "--target", "c", *sizes, "--threads", "2")
+    assert status == 0 and "fused row by row" not in out
+    status, _, err = run_cli(capsys, "codegen", f"{KERNELS}::add_exp", "--target", "cuda", "--threads", "2")
+    assert status == 1 and "--threads applies to the C target" in err
 
 
 def test_parallel_override_chooses_the_openmp_loop_and_refuses_a_carried_one(capsys):

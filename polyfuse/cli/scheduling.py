@@ -46,9 +46,12 @@ def _codegen_arguments(parser: argparse.ArgumentParser) -> None:
 def scheduled(args: argparse.Namespace) -> Schedule:
     """The program of ``args`` scheduled with its ``--target``, ``--fusion``, ``--tile`` and ``--size``."""
     program = load(args)
+    options = schedule_options(args, given_sizes(args, program))
     if getattr(args, "threads", None) is not None:
-        raise PolyfuseError("--threads applies to `polyfuse run` (the OpenMP threads of each call); the code does not depend on it")
-    return schedule_program(program, target=args.backend, **schedule_options(args, given_sizes(args, program)))
+        if args.backend != "c":
+            raise PolyfuseError("--threads applies to the C target (the OpenMP threads of each call)")
+        options["threads"] = args.threads  # (one thread: the scheduler may trade parallel loops for locality)
+    return schedule_program(program, target=args.backend, **options)
 
 
 @command(

@@ -56,13 +56,14 @@ from polyfuse.schedule.fusion.scheduler import (
     user_tree,
 )
 from polyfuse.schedule.fusion.smart import Variant, apart_of, counted_microtiles, smart_by_traffic, unrated
+from polyfuse.schedule.fusion.steps import one_thread_steps
 from polyfuse.schedule.mapping.block_reductions import block_reductions
 from polyfuse.schedule.mapping.choices import parallel_choices
 from polyfuse.schedule.mapping.kernels import Mapper, split
 from polyfuse.schedule.mapping.row_staging import stage_rows
 from polyfuse.schedule.mapping.rows import cooperative_rows
 from polyfuse.schedule.mapping.vector_sums import vector_sum_candidate, vector_sums
-from polyfuse.schedule.model import BASE_KEY, Schedule
+from polyfuse.schedule.model import BASE_KEY, ROWS_FUSED, Schedule
 from polyfuse.schedule.movement.data_movement import data_movement
 from polyfuse.schedule.privatize import contract, temporaries
 from polyfuse.schedule.text import read_schedule
@@ -88,6 +89,7 @@ def schedule(
     tile_search: TileSearch | None = None,
     reassociate: bool = True,
     parallel: Mapping[str, str | Sequence[str]] | None = None,
+    threads: int | None = None,
 ) -> Schedule:
     """Schedule ``prog`` for ``target`` (``"c"`` or ``"cuda"``).
 
@@ -114,7 +116,9 @@ def schedule(
     names, outermost first) of the loop(s) to run in parallel in that statement's kernel: C's OpenMP loop
     (a second one is collapsed with it), CUDA's mapped dimensions. The kernel's band is reordered to start
     with them (tiled by the defaults, no micro-tile); a loop that carries a dependence, or one that is not
-    a loop of the kernel's band, is an :class:`IllegalTransformError` naming it.
+    a loop of the kernel's band, is an :class:`IllegalTransformError` naming it. ``threads`` (C): the
+    threads the code will run on, where known; with ``1``, ``"smart"`` may give up parallel loops for
+    locality (the loop nests of a time step fused row by row: ``fusion/steps.py``).
     """
     if target not in TARGETS:
         raise PolyfuseError(f"unknown target {target!r} for pf.schedule; expected one of {', '.join(TARGETS)}")
@@ -163,10 +167,14 @@ def schedule(
         try:
             variant = _best(prog, deps, policy, schedule, target, label, tile, params, search, limits, budget, parallel)
             best, notes = variant.schedule, list(variant.log)
+            view = DepView(deps, temporaries(prog), prog.context.get_space(), True)
             if schedule is None and policy == "smart":
                 best, more = _smart_by_traffic(prog, deps, variant, target, tile, params, search, limits, budget, parallel)
                 notes += more
-            view = DepView(deps, temporaries(prog), prog.context.get_space(), True)
+                if threads == 1 and target == "c" and not parallel and params is not None:
+                    best, more = one_thread_steps(prog, best, view, functools.partial(
+                        _finish_schedule, prog, target=target, tile=tile, params=params, search=search, limits=limits), budget, params)
+                    notes += more
             break
         except BudgetExhausted as e:
             if schedule is not None:
@@ -186,8 +194,9 @@ def schedule(
                          "the program runs in its source order")
     best = block_reductions(best, bool(reassociate))  # CUDA: reductions into one element shared by the threads
     best = vector_sums(best, bool(reassociate))  # CUDA: sums into a vector shared by many threads
-    decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best),
-                               kernel_shapes(best.tree, best.kernels)) if view is not None else None  # on first explain()
+    rows_fused = any(n.startswith(ROWS_FUSED) for n in notes)
+    decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best), kernel_shapes(best.tree, best.kernels),
+                               rows_fused) if view is not None else None  # on first explain()
     return _keep_base(best, decide=decide, notes=tuple(notes), reassociate=bool(reassociate))
 
 
@@ -335,6 +344,11 @@ def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, 
             warn(line)  # never silently: the traffic model may rate it worse
             return unfused.schedule, notes + [line]
     return chosen, notes
+
+
+def _finish_schedule(prog, base, view, target, tile, params, search, limits) -> Schedule:
+    """``_finish`` of a ``"smart"`` variant, without its tile-search notes."""
+    return _finish(prog, base, view, target, "smart", tile, params, search, limits)[0]
 
 
 def _finish(prog, base, view, target, fusion, tile, params, search, limits, parallel=None) -> tuple[Schedule, list[str]]:

@@ -56,10 +56,13 @@ BLOCK_MARK = "block"
 CYCLIC_MARK = "cyclic"
 REDUCE_MARK = "reduce"
 SYNC_MARK = "sync"
+ONE_KERNEL_MARK = "one_kernel"  # (base trees only) the subtree below is one kernel: the host/kernel split stops here
 
 BASE_KEY = "base"
 """``Schedule._lazy`` key of the base tree (before tiling and mapping) that ``to_text`` prints."""
 FELL_BACK_SEQUENTIAL = "fell back to the source order, run sequentially"
+ROWS_FUSED = "threads=1: the loop nests of each time step run fused row by row"
+"""The note (``fusion/steps.py``) of a schedule whose time steps run as one row-fused kernel each."""
 SMS = 132
 """An H100's multiprocessors: a CUDA kernel launching fewer blocks leaves some idle, and ``explain()`` says why."""
 
@@ -213,6 +216,9 @@ class Schedule:
             return kernel.serial
         if any(FELL_BACK_SEQUENTIAL in n for n in self.notes):
             return "isl's operation budget ran out (see the note below), so the program runs as written, on one thread"
+        if len(kernel.statements) > 1 and any(n.startswith(ROWS_FUSED) for n in self.notes):
+            return ("its loop nests run fused row by row for one thread (see the note): a row reads what earlier rows "
+                    "of the other nests wrote, so the rows run in order, which costs one thread nothing")
         if self._loop_free(kernel):  # (a dependence its host loops carry is theirs, not the kernel's)
             return "one statement instance per launch (no loop inside the kernel): nothing to run in parallel"
         inside = set(kernel.statements)

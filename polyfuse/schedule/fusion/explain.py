@@ -30,11 +30,13 @@ _POLICY = {
 
 
 def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: DepView,
-              apart: tuple[frozenset[str], ...] = (), shapes: Mapping[str, str] | None = None) -> tuple[FusionDecision, ...]:
+              apart: tuple[frozenset[str], ...] = (), shapes: Mapping[str, str] | None = None,
+              rows_fused: bool = False) -> tuple[FusionDecision, ...]:
     """The decisions for each kernel of several statements and each pair of neighbouring kernels.
     ``apart``: the statements of the kernels ``fusion="smart"`` fused and then distributed again because
     its model rated them better apart (the notes give the numbers). ``shapes``: kernel name -> the kernel
-    shape its lone statement was distributed into (:func:`kernel_shapes`)."""
+    shape its lone statement was distributed into (:func:`kernel_shapes`). ``rows_fused``: the time steps run
+    as one row-fused kernel each (``steps.py``, threads=1)."""
     shapes = shapes or {}
     out: list[FusionDecision] = []
     for k in kernels:
@@ -43,6 +45,8 @@ def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: Dep
             reason = "one kernel in the explicit schedule" if fusion == "explicit" else f"fused by isl's scheduler under fusion={fusion!r}"
             if fusion == "none":
                 reason = "they share the outermost parallel loop of the source"
+            if rows_fused:
+                reason = "the loop nests of each time step fused row by row for one thread (threads=1; see the note)"
             out.append(FusionDecision(k.statements[:1], k.statements[1:], True, f"{k.name}: {reason}" if how else reason))
     for a, b in zip(kernels, kernels[1:]):
         first, second = a.statements, b.statements

@@ -32,7 +32,7 @@ from polyfuse.cost.traffic import itemsize
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, T, member_map, prefix_through
 from polyfuse.schedule.mapping.choices import Choices, chosen_in, lead_with
-from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, PARALLEL_MARK, Kernel
+from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, ONE_KERNEL_MARK, PARALLEL_MARK, Kernel
 from polyfuse.schedule.tiling.cuda_microtile import SHARED_LIMIT, cuda_contraction, smaller_if_few_blocks
 from polyfuse.schedule.tiling.interchange import stride_one_innermost
 from polyfuse.schedule.tiling.jam import mark_jam
@@ -66,6 +66,8 @@ def split(node: isl.ScheduleNode, make_kernel: Callable[[isl.ScheduleNode], isl.
     kind = node.get_type()
     if kind == T.leaf:
         return make_kernel(node)
+    if kind == T.mark and node.mark_get_id().get_name() == ONE_KERNEL_MARK:  # (fusion/steps.py)
+        return make_kernel(node.delete())
     if kind == T.band:
         lead = _leading_sequential(node)
         if lead == 0:
