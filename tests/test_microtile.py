@@ -8,6 +8,7 @@ remainder paths run too.
 from __future__ import annotations
 
 import dataclasses
+import re
 from types import MappingProxyType
 
 import islpy as isl
@@ -175,6 +176,36 @@ def test_conv2d_matches_numpy(padding, stride):
     y = np.zeros(want.shape, np.float32)
     pf.compile(prog, target="c", params=sizes)(x=xv, w=wv, y=y)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_window_runs_inside_the_channel_loop_only_where_sums_may_be_reordered():
+    """With ``reassociate`` (the default) the register tile runs the 3 x 3 window inside the channel loop
+    (``c`` outermost: each step walks the input row by row and the weights contiguously); with
+    ``reassociate=False`` each output sums its terms in source order, window outside, and equals the
+    reference interpreter bit for bit."""
+    g = pf.Graph("conv_order")
+    x = g.input("x", (1, 5, 9, 37), pf.f32)
+    w = g.input("w", (13, 5, 3, 3), pf.f32)
+    prog = g.build(y=pf.ops.conv2d(x, w, padding=1))
+    rng = np.random.default_rng(7)
+    xv = rng.uniform(-1, 1, (1, 5, 9, 37)).astype(np.float32)
+    wv = rng.uniform(-1, 1, (13, 5, 3, 3)).astype(np.float32)
+    for reassociate in (True, False):
+        exe = pf.compile(prog, target="c", params={}, reassociate=reassociate)
+        (mark,) = _marks(exe.schedule)
+        assert len(mark.inner) == 2
+        text = exe.code.text
+        tile = text[text.index("acc_0_0 = "):].splitlines()
+        bounds = [int(re.search(r"<= (\d+);", line).group(1)) for line in tile if line.strip().startswith("for (int64_t")][:3]
+        assert bounds == ([4, 2, 2] if reassociate else [2, 2, 4]), (reassociate, bounds)  # channels: 0..4, window: 0..2
+        y = np.zeros((1, 13, 9, 37), np.float32)
+        exe(x=xv, w=wv, y=y)
+        if reassociate:
+            np.testing.assert_allclose(y, _np_conv(xv, wv, 1, 1), rtol=1e-4, atol=1e-4)
+        else:
+            want = np.zeros_like(y)
+            pf.reference(prog)(x=xv, w=wv, y=want)
+            np.testing.assert_array_equal(y, want)
 
 
 def test_a_long_channel_reduction_keeps_the_window_outside_the_register_tile():

@@ -11,7 +11,8 @@ do not depend on ``i`` or ``j``) and unit-stride, they are printed as::
 
 Each accumulator is loaded from the updated array before the ``k`` loop and stored after it, so every
 element still sums its terms in the source order of ``k``; the only difference from the reference is the
-fused multiply-add that ``reassociate=True`` allows. Reads invariant along the lane are broadcast once
+fused multiply-add that ``reassociate=True`` allows, and (with it) a convolution's window loops run
+inside its channel loop instead of around it (:meth:`_Kernel._window_inside`). Reads invariant along the lane are broadcast once
 per row, reads contiguous along it loaded once per vector. Anything else below the mark (guards,
 other shapes) is printed by the generic printer: :func:`microtile_lines` returns ``None``.
 """
@@ -344,6 +345,14 @@ class _Kernel:
                     _pad(d, "}")]
         return out
 
+    def _window_inside(self) -> bool:
+        """Whether the further reductions (a convolution's window) run inside the k loop instead of around
+        it: only where ``reassociate`` lets each element sum its terms in another order. A 3x3 convolution's
+        ``(kh, kw)`` inside its channel loop walks the input row by row and the weights contiguously, where
+        ``c`` innermost jumps a whole input plane and nine weights per step (64 -> 64 channels at 56²,
+        2-core Zen 5: 5.7 % less time)."""
+        return self.fma and bool(self.inner)
+
     # ----- one register tile: n_rows x n_vec vectors (n_vec == 0: one scalar lane) ------------------
     def _tile(self, d: int, n_rows: int, n_vec: int, row: str, j: str) -> list[str]:
         vec = n_vec > 0
@@ -368,13 +377,20 @@ class _Kernel:
             for v in lanes:
                 load = f"pf_{self.w}load_{self.t.name}({address(self.stmt.target, r, v)})" if vec else self._access(self.stmt.target, at(r, v))
                 lines.append(_pad(d, f"{t} {acc_name(r, v)} = {load};"))
-        for n, lp in enumerate(self.inner):  # further reductions, outermost first, around the k loop
-            if lp.degenerate:
-                lines += [_pad(d + n, "{"), _pad(d + n + 1, f"const int64_t {lp.name} = {lp.init};")]
-            else:
-                lines.append(_pad(d + n, f"for (int64_t {lp.name} = {lp.init}; {lp.name} <= {lp.last}; {lp.name} += 1) {{"))
-        outer_d, d = d, d + len(self.inner)
-        lines.append(_pad(d, f"for (int64_t {k} = {self.red.init}; {k} <= {self.red.last}; {k} += 1) {{"))
+        # the loops of the reductions: further ones (a window), outermost first, around the k loop; with
+        # reassociation allowed, the k loop around them instead (each step's window walks the operands by
+        # the smallest strides: see _window_inside)
+        headers: list[tuple[str, ...]] = []
+        for lp in self.inner:
+            headers.append(("{", f"const int64_t {lp.name} = {lp.init};") if lp.degenerate else
+                           (f"for (int64_t {lp.name} = {lp.init}; {lp.name} <= {lp.last}; {lp.name} += 1) {{",))
+        k_loop = (f"for (int64_t {k} = {self.red.init}; {k} <= {self.red.last}; {k} += 1) {{",)
+        headers = [k_loop, *headers] if self._window_inside() else [*headers, k_loop]
+        outer_d = d
+        for n, header in enumerate(headers):
+            lines.append(_pad(d + n, header[0]))
+            lines += [_pad(d + n + 1, extra) for extra in header[1:]]
+        d = outer_d + len(self.inner)
         # operands: those not depending on the row first (loaded once per k), then row by row the row's
         # own operands followed by its updates, so that few operands are live at once (no spills)
         shared: dict[tuple[int, int, int], str] = {}
@@ -405,8 +421,7 @@ class _Kernel:
                 for v in lanes:
                     body.append(_pad(d + 1, f"{acc_name(r_group, v)} = {self._update(acc_name(r_group, v), r_group, v, shared, vec)};"))
         lines += body
-        lines.append(_pad(d, "}"))
-        for n in reversed(range(len(self.inner))):
+        for n in reversed(range(len(headers))):
             lines.append(_pad(outer_d + n, "}"))
         d = outer_d
         for r in range(n_rows):
