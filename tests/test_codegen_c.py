@@ -487,7 +487,9 @@ def test_fused_math_inner_loops_vectorise():
         assert "#pragma omp parallel for" in text and "tanhf(" not in text and "expf(" not in text
         inner = _innermost_loop_lines(text)
         assert inner
-        missing = set(inner) - _vectorised_lines(_gcc_vector_report(text))
+        vectorised = _vectorised_lines(_gcc_vector_report(text))
+        # (gcc reports a loop under ``#pragma omp simd`` at its body's first line)
+        missing = {k for k in inner if not {k, k + 1} & vectorised}
         assert not missing, [text.splitlines()[k - 1] for k in sorted(missing)]
 
 

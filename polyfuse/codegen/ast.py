@@ -3,7 +3,7 @@
 :func:`build_ast` runs ``isl.AstBuild.node_from_schedule`` and annotates every user node with a
 :class:`StatementCall`: the statement it executes plus, for each of the statement's accesses and each
 :class:`~polyfuse.ir.expr.IndexValue` in its value, an ``isl.AstExpr`` built by isl in terms of the AST's
-loop iterators. With ``sched`` the schedule map of the user node, the iterator map is ``sched^-1`` (schedule
+loop iterators, and every ``for`` node with a :class:`LoopSchedule`. With ``sched`` the schedule map of the user node, the iterator map is ``sched^-1`` (schedule
 point -> statement instance), and an access function ``f`` is printed as
 ``access_from_pw_multi_aff(f o sched^-1)``; so no index is ever produced by string substitution.
 
@@ -62,6 +62,24 @@ class StatementCall:
             if candidate is node:
                 return expr
         raise KeyError(f"{node!r} is not an index value of {self.statement.name}")
+
+
+@dataclass(frozen=True, eq=False)
+class LoopSchedule:
+    """What isl's AST build knew at a ``for`` node (its annotation): ``schedule`` maps every statement
+    instance the loop runs to the values of the loops around it and of this one (the last dimension)."""
+
+    schedule: isl.UnionMap
+
+
+def loop_schedule(node: isl.AstNode) -> isl.UnionMap | None:
+    """The :class:`LoopSchedule` map :func:`build_ast` attached to the ``for`` node ``node`` (``None`` for
+    an AST built otherwise)."""
+    try:
+        info = node.get_annotation().user
+    except isl.Error:  # no annotation
+        return None
+    return info.schedule if isinstance(info, LoopSchedule) else None
 
 
 def index_value_nodes(expr: Expr) -> tuple[IndexValue, ...]:
@@ -123,14 +141,20 @@ def build_ast(
         keep_alive.append(call)
         return node.set_annotation(isl.Id(call.statement.name, user=call))
 
+    def before_each_for(build: isl.AstBuild) -> isl.Id:
+        info = LoopSchedule(build.get_schedule())
+        keep_alive.append(info)
+        return isl.Id("loop", user=info)
+
     with _atomic_upper_bounds(params.get_ctx()):
         build = isl.AstBuild.from_context(params).set_iterators(_iterator_id_list(iterator_names(program, table)))
         build, handle = build.set_at_each_domain(at_each_domain)
+        build, loop_handle = build.set_before_each_for(before_each_for)
         try:
             tree = build.node_from_schedule(schedule)
         finally:
-            # islpy requires the callback's handle to outlive node_from_schedule.
-            del handle
+            # islpy requires the callbacks' handles to outlive node_from_schedule.
+            del handle, loop_handle
     if failures:
         raise CodegenError(f"cannot build the AST expressions of a statement: {failures[0]}") from failures[0]
     check_ast_coverage(schedule, params, executed)

@@ -41,6 +41,7 @@ from polyfuse.codegen.ast import (
     expr_ids,
     expr_to_text,
     iterator_names,
+    loop_schedule,
     statement_call,
 )
 from polyfuse.codegen.c_expressions import VALUE_HELPERS, ValuePrinter, paren, strip_parens
@@ -53,11 +54,14 @@ from polyfuse.codegen.c_openmp import (
     holds_loop,
     holds_parallel_mark,
     simd_clauses,
+    simd_safe,
     two,
+    user_nodes,
 )
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
 from polyfuse.ir.program import Array, Program
+from polyfuse.schedule.deps import dependences_of, union_of
 from polyfuse.schedule.model import KERNEL_MARK, PARALLEL_MARK, Kernel, Schedule
 from polyfuse.schedule.tiling.jam import JAM_MARK
 from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
@@ -138,6 +142,7 @@ class _CPrinter(ValuePrinter):
         self.uses_vectors = False  # set by the micro-kernel printer (``c_micro.py``)
         self.in_kernel = False  # printing below a kernel mark
         self.in_region = False  # printing inside a host loop's ``omp parallel`` region
+        self._deps: isl.UnionMap | None = None  # every dependence of the program (``_simd_safe``), on first use
         self._scan(self.ast, None, None)
         self.function_scalars = self._function_scope_scalars()
 
@@ -365,15 +370,17 @@ class _CPrinter(ValuePrinter):
             collapse = " collapse(2)" if not private and it == parallel and self._collapsible(node, parallel) else ""
             construct = "for" if self.in_region else "parallel for"
             lines.append(f"{pad}#pragma omp {construct} schedule(static){collapse}")
-        elif not node.for_is_degenerate() and self.sched.reassociate:
-            reductions = self._simd_reductions(node.for_get_body())
+        elif not node.for_is_degenerate():
+            reductions = self._simd_reductions(node.for_get_body()) if self.sched.reassociate else []
             if reductions:
                 lines.append(f"{pad}#pragma omp simd " + " ".join(
                     f"private({name})" if op == "private" else f"reduction({op}:{name})" for op, name in reductions))
             else:
-                promoted = self._element_reduction(node, depth, parallel)
+                promoted = self._element_reduction(node, depth, parallel) if self.sched.reassociate else None
                 if promoted is not None:
                     return promoted
+                if self._simd_safe(node):
+                    lines.append(f"{pad}#pragma omp simd")
         if node.for_is_degenerate():
             lines.append(f"{pad}{{")
             lines.append(f"{pad}{INDENT}const {INDEX_TYPE} {it} = {init};")
@@ -452,6 +459,20 @@ class _CPrinter(ValuePrinter):
                 line = re.sub(r"(?<![A-Za-z0-9_])" + re.escape(target), name, line)
             lines.append(line)
         return [*lines, f"{pad}{INDENT}}}", *(f"{pad}{INDENT}{target} = {name};" for name, target, _ in accs), f"{pad}}}"]
+
+    def _simd_safe(self, node: isl.AstNode) -> bool:
+        """Whether innermost loop ``node`` gets a plain ``#pragma omp simd`` (:func:`simd_safe`): not where
+        its statements write a local scalar (one copy shared by the lanes)."""
+        body = node.for_get_body()
+        schedule = loop_schedule(node)
+        if schedule is None or holds_loop(body):
+            return False
+        stmts = [statement_call(n).statement for n in user_nodes(body)]
+        if not stmts or any(st.write.array in self.local_scalars for st in stmts):
+            return False
+        if self._deps is None:
+            self._deps = union_of(dependences_of(self.program), space=self.program.context.get_space())
+        return simd_safe(schedule, self._deps, stmts)
 
     def _simd_reductions(self, body: isl.AstNode) -> list[tuple[str, str]]:
         """The clauses of ``#pragma omp simd`` for the innermost loop with this body (see

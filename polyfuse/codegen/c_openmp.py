@@ -1,7 +1,7 @@
 """The C printer's OpenMP decisions, apart from its printing: which loop a ``parallel`` mark designates and
 whether the next one may take over or be collapsed (:func:`annotate_parallel_marks`), whether a host loop
-holds parallel kernels (:func:`holds_parallel_mark`), and the ``omp simd`` clauses of a reduction loop
-(:func:`simd_clauses`). Used by ``codegen/c.py``; see ``docs/architecture.md``, "Parallel loops on C"."""
+holds parallel kernels (:func:`holds_parallel_mark`), the ``omp simd`` clauses of a reduction loop
+(:func:`simd_clauses`) and whether a plain innermost loop may be vectorised as proven (:func:`simd_safe`). Used by ``codegen/c.py``; see ``docs/architecture.md``, "Parallel loops on C"."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Read
 from polyfuse.ir.program import Array, Statement
 from polyfuse.schedule.model import PARALLEL_MARK
+from polyfuse.schedule.tiling.microtile import access_coefficients
 
 
 class Marked(str):
@@ -128,6 +129,23 @@ def holds_loop(node: isl.AstNode) -> bool:
     return False
 
 
+def user_nodes(node: isl.AstNode) -> list[isl.AstNode]:
+    """The user (statement) nodes below ``node``, in order."""
+    kind = node.get_type()
+    if kind == isl.ast_node_type.user:
+        return [node]
+    if kind == isl.ast_node_type.block:
+        return [u for c in block_children(node) for u in user_nodes(c)]
+    if kind == isl.ast_node_type.if_:
+        out = user_nodes(node.if_get_then_node())
+        return out + (user_nodes(node.if_get_else_node()) if node.if_has_else_node() else [])
+    if kind == isl.ast_node_type.mark:
+        return user_nodes(node.mark_get_node())
+    if kind == isl.ast_node_type.for_:
+        return user_nodes(node.for_get_body())
+    return []
+
+
 def element_reduction(stmt: Statement, arrays: Mapping[str, Array]) -> bool:
     """Whether ``stmt`` adds into one float array element (``w[i] += e``, ``w[i] -= e`` or ``w[i] = w[i] + e``,
     ``e`` reading no element of ``w`` that the statement writes: trisolv's ``x[i] -= L[i][j] * x[j]`` with
@@ -153,3 +171,81 @@ def element_reduction(stmt: Statement, arrays: Mapping[str, Array]) -> bool:
                    and not stmt.accesses[node.access].relation.intersect(stmt.write.relation).is_empty()
                    for e in rest for node in e.walk())
 
+
+
+def simd_safe(schedule: isl.UnionMap, deps: isl.UnionMap, stmts: Sequence[Statement]) -> bool:
+    """Whether an innermost loop may be printed ``#pragma omp simd`` (no clause): the loop (the last
+    dimension of ``schedule``, which maps the instances it runs to the loops around it and itself) carries
+    none of ``deps`` (no two instances of different iterations, every loop around equal, depend on each
+    other), and every access of ``stmts`` walks memory contiguously along it or not at all.
+
+    The pragma tells the compiler what polyfuse proved: gcc gives up on loops it cannot analyse itself
+    (gemver's fused ``A[i][j]`` update and ``x[j]`` sum over 16-column tiles: "complicated access pattern",
+    scalar code 2.7x slower). A strided walk is left to the compiler's cost model, which the pragma would
+    override with gathers and scatters."""
+    flat, n = _flat_range(schedule)
+    if flat is None or n == 0:
+        return False
+    domain = flat.domain()
+    within = deps.intersect_domain(domain).intersect_range(domain)
+    if not within.is_empty():
+        pairs = isl.Map.from_union_map(within.apply_domain(flat).apply_range(flat))
+        same_outer = isl.Map.universe(pairs.get_space())
+        for k in range(n - 1):
+            same_outer = same_outer.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+        same = same_outer.equate(isl.dim_type.in_, n - 1, isl.dim_type.out, n - 1)
+        if not pairs.intersect(same_outer).is_subset(same):
+            return False
+    per_statement: dict[str, isl.Map] = {}
+    flat.foreach_map(lambda m: per_statement.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
+    for st in stmts:
+        m = per_statement.get(st.name)
+        if m is None:
+            return False
+        move = _one_step(m, n)
+        if move is None:
+            return False
+        for acc in st.accesses:
+            coeffs = access_coefficients(acc.relation)
+            if coeffs is None:
+                return False
+            moves = [sum(c * d for c, d in zip(dim[0], move)) for dim in coeffs]
+            if any(moves[:-1]) or (moves and moves[-1] not in (0, 1)):
+                return False
+    return True
+
+
+def _flat_range(schedule: isl.UnionMap) -> tuple[isl.UnionMap | None, int]:
+    """``schedule`` with its nested range tuples flattened (isl's AST build nests one per band), and the
+    number of its dimensions (``None, 0`` where the statements disagree on it)."""
+    maps: list[isl.Map] = []
+    schedule.foreach_map(lambda m: maps.append(m.flatten_range()))
+    dims = {m.dim(isl.dim_type.out) for m in maps}
+    if len(dims) != 1:
+        return None, 0
+    out = isl.UnionMap.from_map(maps[0])
+    for m in maps[1:]:
+        out = out.union(isl.UnionMap.from_map(m))
+    return out, dims.pop()
+
+
+def _one_step(m: isl.Map, n: int) -> list[int] | None:
+    """How one statement's iterators move when the loop (the last of ``m``'s ``n`` schedule dimensions)
+    advances by one with the loops around fixed: a constant vector, or ``None`` where it is not one."""
+    space = m.get_space().range()
+    step = isl.Map.universe(space.map_from_set())
+    for k in range(n - 1):
+        step = step.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+    c = isl.Constraint.equality_alloc(isl.LocalSpace.from_space(step.get_space()))
+    c = c.set_coefficient_val(isl.dim_type.in_, n - 1, 1).set_coefficient_val(isl.dim_type.out, n - 1, -1).set_constant_val(1)
+    step = step.add_constraint(c)
+    deltas = m.apply_range(step).apply_range(m.reverse()).deltas()
+    if deltas.is_empty():
+        return [0] * m.dim(isl.dim_type.in_)
+    if not deltas.is_singleton():
+        return None
+    point = deltas.sample_point()
+    values = [point.get_coordinate_val(isl.dim_type.set, k) for k in range(m.dim(isl.dim_type.in_))]
+    if not all(v.is_int() for v in values):
+        return None
+    return [int(v.to_python()) for v in values]
