@@ -264,6 +264,34 @@ def _matmul_nt(A: pf.f32[M, Kd], W: pf.f32[N, Kd], C: pf.f32[M, N]):
                 C[i, j] += A[i, k] * W[j, k]
 
 
+
+@pytest.mark.parametrize("m, n", [(130, 45), (67, 101), (131, 17)])  # (enough updates that the tile counts)
+def test_a_reduction_whose_range_moves_with_the_row_gets_a_register_tile(m, n):
+    """symm's ``C[k][j] += alpha * B[i][j] * A[i][k]`` for ``i > k``: each row of a tile sums over its own
+    range of ``i``; the range all rows share runs as the register tile, each row's own before and after it
+    one row at a time (every element still sums in order of ``i``). Against gcc's build of the source,
+    and bit for bit against the reference without reassociation."""
+    from pathlib import Path
+
+    from tests.c_oracle import check_against_gcc
+
+    source = Path(__file__).parent / "kernels" / "symm.c"
+    prog = pf.from_c(str(source), defines={"M": m, "N": n})
+    sched = pf.schedule(prog, target="c", params={"m": m, "n": n})
+    text = pf.codegen(sched).text
+    assert any(t.statement == "S1" for t in _marks(sched)) and "_lo = " in text and "PF_VFMA_f64" in text
+    rng = np.random.default_rng(m)
+    args = {"alpha": 1.5, "beta": 1.2, "C": rng.uniform(-1, 1, (m, n)), "A": rng.uniform(-1, 1, (m, m)),
+            "B": rng.uniform(-1, 1, (m, n))}
+    check_against_gcc(source, "kernel_symm", args, defines={"M": m, "N": n}, rtol=1e-10, atol=1e-10)
+    exact = pf.compile(prog, target="c", params={"m": m, "n": n}, reassociate=False)
+    assert "_lo = " in exact.code.text
+    got = {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    want = {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    exact(**got, m=m, n=n)
+    pf.reference(prog)(**want, m=m, n=n)
+    np.testing.assert_array_equal(got["C"], want["C"])
+
 @pytest.mark.parametrize("sizes", [(13, 300, 61), (64, 40, 37)])
 def test_a_weight_read_across_the_lanes_is_gathered_per_strip(sizes):
     """``C = A @ W.T`` (a linear layer's weight, [out, in]): ``W[j, k]`` moves a whole row per lane, so each

@@ -159,8 +159,9 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
     if any(not lp.degenerate and (lp.last is None or not lp.unit) for lp in inner_loops):
         return None
     moving = {lp.name for lp in tile_loops[:-1]}
-    if moving & red.ids:
-        return None  # (lane bounds that move with the row, a triangle, are handled: _Kernel.triangle_lines)
+    if moving & red.ids and (lane.name in red.ids or row_less or inner_loops or rows.name in lane.ids):
+        return None  # (lane bounds that move with the row are handled: _Kernel.triangle_lines; reduction bounds
+        # that move with the row alone: _Kernel._row_ranges)
     if row_less and lane.ids & {lp.name for lp in loops}:
         return None  # (a row-less tile's lanes must not depend on an enclosing loop of the tile band)
     if any((lp.ids | red.ids) & moving for lp in inner_loops):
@@ -169,6 +170,8 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
     if any(c is None for c in coeffs):
         return None
     kernel = _Kernel(printer, stmt, coeffs, loop_of, info, rows, lane, red, printer.sched.reassociate, tuple(inner_loops))
+    if kernel.triangular_reduction and kernel._strided():
+        return None  # (a gathered panel spans one range of k for all rows)
     lines: list[str] = []
     pad = depth
     for lp in loops[:-n_tile]:  # batch and outer reduction loops: as isl printed them
@@ -291,7 +294,7 @@ class _Kernel:
         row) into a contiguous, aligned local buffer once per lane strip: the row groups then read it
         from L1 without the cache-set conflicts of a power-of-two row stride (operand packing)."""
         self.packed = {}
-        if not self.info.k_tile or self.inner or self.rows is None:  # (one row reads each panel once)
+        if not self.info.k_tile or self.inner or self.rows is None or self.triangular_reduction:  # (one row reads each panel once)
             return []
         k, lo = self.red.name, self.red.init
         lines: list[str] = []
@@ -384,46 +387,49 @@ class _Kernel:
         for lp in self.inner:
             headers.append(("{", f"const int64_t {lp.name} = {lp.init};") if lp.degenerate else
                            (f"for (int64_t {lp.name} = {lp.init}; {lp.name} <= {lp.last}; {lp.name} += 1) {{",))
-        k_loop = (f"for (int64_t {k} = {self.red.init}; {k} <= {self.red.last}; {k} += 1) {{",)
-        headers = [k_loop, *headers] if self._window_inside() else [*headers, k_loop]
-        outer_d = d
-        for n, header in enumerate(headers):
-            lines.append(_pad(d + n, header[0]))
-            lines += [_pad(d + n + 1, extra) for extra in header[1:]]
-        d = outer_d + len(self.inner)
-        # operands: those not depending on the row first (loaded once per k), then row by row the row's
-        # own operands followed by its updates, so that few operands are live at once (no spills)
-        shared: dict[tuple[int, int, int], str] = {}
-        body: list[str] = []
-        reads = [n for n in range(len(self.stmt.accesses)) if n != self.stmt.target]
-        for r_group in [None, *range(n_rows)]:
-            for n in reads:
-                row_dep, lane_dep = self._depends(n)
-                if (r_group is None) == row_dep:
-                    continue
-                r = 0 if r_group is None else r_group
-                for v in (lanes if lane_dep else [0]):
-                    name = f"op{n}_{r}_{v}"
-                    shared[(n, r, v)] = name
-                    if vec and n in self.gathered:
-                        name_g, width = self.gathered[n]
-                        value = f"pf_{self.w}load_{self.t.name}(&{name_g}[({k} - {self.red.init}) * {width} + {v} * {self.vl}])"
-                    elif vec and n in self.packed:
-                        value = f"{self.packed[n]}[({k} - {self.red.init}) * {self.nr} + {v}]"
-                    elif vec and lane_dep:
-                        value = f"pf_{self.w}load_{self.t.name}({address(n, r, v)})"
-                    elif vec:
-                        value = f"pf_{self.w}set_{self.t.name}({self._access(n, at(r, v))})"
-                    else:
-                        value = self._access(n, at(r, v))
-                    body.append(_pad(d + 1, f"{t} {name} = {value};"))
-            if r_group is not None:
-                for v in lanes:
-                    body.append(_pad(d + 1, f"{acc_name(r_group, v)} = {self._update(acc_name(r_group, v), r_group, v, shared, vec)};"))
-        lines += body
-        for n in reversed(range(len(headers))):
-            lines.append(_pad(outer_d + n, "}"))
-        d = outer_d
+        def body(d: int, groups: Sequence[int]) -> list[str]:
+            # operands: those not depending on the row first (loaded once per k), then row by row the
+            # row's own operands followed by its updates, so that few operands are live at once (no spills)
+            shared: dict[tuple[int, int, int], str] = {}
+            out: list[str] = []
+            reads = [n for n in range(len(self.stmt.accesses)) if n != self.stmt.target]
+            for r_group in [None, *groups]:
+                for n in reads:
+                    row_dep, lane_dep = self._depends(n)
+                    if (r_group is None) == row_dep:
+                        continue
+                    r = 0 if r_group is None else r_group
+                    for v in (lanes if lane_dep else [0]):
+                        name = f"op{n}_{r}_{v}"
+                        shared[(n, r, v)] = name
+                        if vec and n in self.gathered:
+                            name_g, width = self.gathered[n]
+                            value = f"pf_{self.w}load_{self.t.name}(&{name_g}[({k} - {self.red.init}) * {width} + {v} * {self.vl}])"
+                        elif vec and n in self.packed:
+                            value = f"{self.packed[n]}[({k} - {self.red.init}) * {self.nr} + {v}]"
+                        elif vec and lane_dep:
+                            value = f"pf_{self.w}load_{self.t.name}({address(n, r, v)})"
+                        elif vec:
+                            value = f"pf_{self.w}set_{self.t.name}({self._access(n, at(r, v))})"
+                        else:
+                            value = self._access(n, at(r, v))
+                        out.append(_pad(d, f"{t} {name} = {value};"))
+                if r_group is not None:
+                    for v in lanes:
+                        out.append(_pad(d, f"{acc_name(r_group, v)} = {self._update(acc_name(r_group, v), r_group, v, shared, vec)};"))
+            return out
+
+        if self.triangular_reduction and n_rows > 1:
+            lines += self._row_ranges(d, n_rows, row, body)
+        else:
+            k_loop = (f"for (int64_t {k} = {self.red.init}; {k} <= {self.red.last}; {k} += 1) {{",)
+            headers = [k_loop, *headers] if self._window_inside() else [*headers, k_loop]
+            for n, header in enumerate(headers):
+                lines.append(_pad(d + n, header[0]))
+                lines += [_pad(d + n + 1, extra) for extra in header[1:]]
+            lines += body(d + len(headers), range(n_rows))
+            for n in reversed(range(len(headers))):
+                lines.append(_pad(d + n, "}"))
         for r in range(n_rows):
             for v in lanes:
                 if vec:
@@ -432,6 +438,36 @@ class _Kernel:
                     lines.append(_pad(d, f"{self._access(self.stmt.target, at(r, v))} = {acc_name(r, v)};"))
         del target
         return [_pad(d - 1, "{"), *lines, _pad(d - 1, "}")]
+
+    @property
+    def triangular_reduction(self) -> bool:
+        """Whether the reduction's bounds move with the row (symm's ``C[k][j] += ... A[i][k]`` for
+        ``i > k``): each row of a tile then sums over its own range of ``k`` (:meth:`_row_ranges`)."""
+        return self.rows is not None and self.rows.name in self.red.ids
+
+    def _row_ranges(self, d: int, n_rows: int, row: str, body: Callable[[int, Sequence[int]], list[str]]) -> list[str]:
+        """The ``k`` loops of a tile whose rows have ranges of their own: the range every row has (``klo ..
+        khi``: the largest first ``k``, the smallest last one) with the whole tile, and around it each row's
+        own ``k`` before and after, one row at a time. Each element still sums its terms in order of
+        ``k``: its ``k`` before ``klo``, then ``klo .. khi``, then those after."""
+        k = self.red.name
+
+        def at(text: str, r: int) -> str:
+            return re.sub(rf"\b{re.escape(row)}\b", f"({row} + {r})", text) if r else text
+
+        first = [at(self.red.init, r) for r in range(n_rows)]
+        last = [at(self.red.last, r) for r in range(n_rows)]
+        lo, hi = f"{k}_lo", f"{k}_hi"
+        out = [_pad(d, f"const int64_t {lo} = {_fold('polyfuse_max', first)};"),
+               _pad(d, f"const int64_t {hi} = polyfuse_max({_fold('polyfuse_min', last)}, {lo} - 1);")]  # (empty: klo - 1)
+        for r in range(n_rows):
+            out += [_pad(d, f"for (int64_t {k} = {first[r]}; {k} <= polyfuse_min({last[r]}, {lo} - 1); {k} += 1) {{"),
+                    *body(d + 1, [r]), _pad(d, "}")]
+        out += [_pad(d, f"for (int64_t {k} = {lo}; {k} <= {hi}; {k} += 1) {{"), *body(d + 1, range(n_rows)), _pad(d, "}")]
+        for r in range(n_rows):
+            out += [_pad(d, f"for (int64_t {k} = polyfuse_max({first[r]}, {hi} + 1); {k} <= {last[r]}; {k} += 1) {{"),
+                    *body(d + 1, [r]), _pad(d, "}")]
+        return out
 
     def _update(self, acc: str, r: int, v: int, shared, vec: bool) -> str:
         value = self.stmt.value
