@@ -29,6 +29,7 @@ where the arrays fit in L2, fdtd-2d 1.17x (1.03), heat-3d 1.61x (1.43), jacobi-2
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 
 import islpy as isl
@@ -77,10 +78,8 @@ def one_thread_steps(prog: Program, chosen: Schedule, view: DepView, finish: Cal
     except (IllegalTransformError, BudgetExhausted, SchedulerFailed, PolyfuseError) as e:
         return chosen, [f"threads=1: the time steps were not fused row by row ({e})"]
     if after < SAVING * before and walks_after <= walks_before and tiles_lost <= 0:
-        out = Schedule(program=fused.program, tree=fused.tree, target=fused.target, fusion=chosen.fusion,
-                       kernels=fused.kernels, promotion=fused.promotion, contracted=fused.contracted,
-                       params=fused.params, tile=fused.tile)
-        out._lazy.update(fused._lazy)
+        out = dataclasses.replace(fused, fusion=chosen.fusion)
+        out._lazy.update(fused._lazy)  # (the base tree that ``to_text()`` prints)
         return out, [f"{ROWS_FUSED}: {after} B against {before} B with the parallel kernels (parallel loops are worth "
                      "nothing on one thread)"]
     why = ("it loses register micro-tiles" if tiles_lost > 0 else
