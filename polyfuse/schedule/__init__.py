@@ -3,6 +3,8 @@ conventions the code generators rely on).
 
 The passes, in order, each a function from one value to the next, in the sub-package its name says:
 
+0. on the scheduler's copy of the program: scalar accumulators forwarded into their arrays
+   (``accumulators.py``) and statements split around the pivot they read (``pivots.py``);
 1. dependences (``deps.py``);
 2. fusion: the base tree under the fusion policy or the explicit schedule (``fusion/scheduler.py``);
 3. C kernel shapes: contractions distributed and register micro-tiled (``tiling/microtile.py``), row-wise
@@ -65,6 +67,7 @@ from polyfuse.schedule.mapping.rows import cooperative_rows
 from polyfuse.schedule.mapping.vector_sums import vector_sum_candidate, vector_sums
 from polyfuse.schedule.model import BASE_KEY, ROWS_FUSED, Schedule
 from polyfuse.schedule.movement.data_movement import data_movement
+from polyfuse.schedule.pivots import split_pivots
 from polyfuse.schedule.privatize import contract, temporaries
 from polyfuse.schedule.text import read_schedule
 from polyfuse.schedule.tiling.cuda_microtile import cuda_candidate
@@ -141,6 +144,9 @@ def schedule(
         candidate, notes_ = forward_accumulators(prog)  # acc = 0; acc += ...; C = acc  ->  C = 0; C += ...
         if schedule is None or _schedules_exactly(schedule, candidate):  # (an explicit one: what to_text printed)
             prog, forwarded = candidate, notes_
+        if schedule is None:
+            prog, split = split_pivots(prog)  # floyd-warshall's row and column k apart from the rest
+            forwarded += split
     label = "explicit" if schedule is not None else fusion
     limits = Limits(shared_memory=shared_memory, cache_bytes=cache_bytes)
     search = None

@@ -280,10 +280,16 @@ class Schedule:
         return next((m for m in kernel_marks(self.tree) if getattr(m.mark_get_id().user, "name", None) == kernel.name), None)
 
     def _loop_free(self, kernel: Kernel) -> bool:
-        """Whether every statement of ``kernel`` has no loop of its own inside the kernel (its loops, if
-        any, are the host loops around the kernel's mark)."""
+        """Whether ``kernel`` runs one statement instance per launch: every statement has no loop of its
+        own inside the kernel (its loops, if any, are the host loops around the kernel's mark), or the
+        host loops determine its instance (floyd-warshall's pivot ``S0_4``, ``i = j = k``)."""
         mark = self._kernel_mark(kernel)
-        return mark is not None and all(self.program.statement(s).depth <= mark.get_schedule_depth() for s in kernel.statements)
+        if mark is None:
+            return False
+        if all(self.program.statement(s).depth <= mark.get_schedule_depth() for s in kernel.statements):
+            return True
+        prefix = mark.get_prefix_schedule_union_map().intersect_domain(mark.get_domain())
+        return len(kernel.statements) == 1 and prefix.is_injective()
 
     def to_text(self) -> str:
         """The schedule as editable text that ``pf.schedule(prog, schedule=text)`` (or the CLI's
