@@ -464,8 +464,10 @@ class _CPrinter(ValuePrinter):
         """Whether innermost loop ``node`` gets a plain ``#pragma omp simd`` (:func:`simd_safe`): not where
         its statements write a local scalar (one copy shared by the lanes)."""
         body = node.for_get_body()
+        if holds_loop(body):
+            return False
         schedule = loop_schedule(node)
-        if schedule is None or holds_loop(body):
+        if schedule is None:
             return False
         stmts = [statement_call(n).statement for n in user_nodes(body)]
         if not stmts or any(st.write.array in self.local_scalars for st in stmts):

@@ -190,6 +190,11 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
     return lines
 
 
+def _row_shifted(text: str, row: str, r: int) -> str:
+    """The C expression ``text`` (a bound printed for the tile's first row ``row``) for row ``row + r``."""
+    return re.sub(rf"\b{re.escape(row)}\b", f"({row} + {r})", text) if r else text
+
+
 class _Kernel:
     """Prints the register tile of one contraction statement."""
 
@@ -229,7 +234,7 @@ class _Kernel:
         mr = self.mr
 
         def at(text: str, r: int) -> str:
-            return re.sub(rf"\b{re.escape(i)}\b", f"({i} + {r})", text) if r else text
+            return _row_shifted(text, i, r)
 
         lo, hi = f"{j}lo", f"{j}hi"
         common_lo = _fold("polyfuse_max", [at(self.lane.init, r) for r in range(mr)])
@@ -453,7 +458,7 @@ class _Kernel:
         k = self.red.name
 
         def at(text: str, r: int) -> str:
-            return re.sub(rf"\b{re.escape(row)}\b", f"({row} + {r})", text) if r else text
+            return _row_shifted(text, row, r)
 
         first = [at(self.red.init, r) for r in range(n_rows)]
         last = [at(self.red.last, r) for r in range(n_rows)]

@@ -13,6 +13,7 @@ from polyfuse.codegen.ast import block_children
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Read
 from polyfuse.ir.program import Array, Statement
+from polyfuse.schedule.bands import maps_union
 from polyfuse.schedule.model import PARALLEL_MARK
 from polyfuse.schedule.tiling.microtile import access_coefficients
 
@@ -187,15 +188,10 @@ def simd_safe(schedule: isl.UnionMap, deps: isl.UnionMap, stmts: Sequence[Statem
     if flat is None or n == 0:
         return False
     domain = flat.domain()
-    within = deps.intersect_domain(domain).intersect_range(domain)
-    if not within.is_empty():
-        pairs = isl.Map.from_union_map(within.apply_domain(flat).apply_range(flat))
-        same_outer = isl.Map.universe(pairs.get_space())
-        for k in range(n - 1):
-            same_outer = same_outer.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
-        same = same_outer.equate(isl.dim_type.in_, n - 1, isl.dim_type.out, n - 1)
-        if not pairs.intersect(same_outer).is_subset(same):
-            return False
+    full = isl.MultiUnionPwAff.from_union_map(flat)
+    active = deps.intersect_domain(domain).intersect_range(domain).eq_at_multi_union_pw_aff(full.drop_dims(isl.dim_type.set, n - 1, 1))
+    if not active.is_subset(active.eq_at_multi_union_pw_aff(full)):  # (as ``bands.carries`` asks of a band member)
+        return False
     per_statement: dict[str, isl.Map] = {}
     flat.foreach_map(lambda m: per_statement.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
     for st in stmts:
@@ -223,10 +219,7 @@ def _flat_range(schedule: isl.UnionMap) -> tuple[isl.UnionMap | None, int]:
     dims = {m.dim(isl.dim_type.out) for m in maps}
     if len(dims) != 1:
         return None, 0
-    out = isl.UnionMap.from_map(maps[0])
-    for m in maps[1:]:
-        out = out.union(isl.UnionMap.from_map(m))
-    return out, dims.pop()
+    return maps_union(maps), dims.pop()
 
 
 def _one_step(m: isl.Map, n: int) -> list[int] | None:

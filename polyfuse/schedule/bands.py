@@ -90,6 +90,29 @@ def isl_options(**options: int) -> Iterator[None]:
             getattr(ctx, f"set_{k}")(v)
 
 
+def maps_union(maps: Sequence[isl.Map]) -> isl.UnionMap:
+    """The union of ``maps`` (at least one)."""
+    out = isl.UnionMap.from_map(maps[0])
+    for m in maps[1:]:
+        out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def single_affs(upa: isl.UnionPwAff) -> dict[str, isl.Aff] | None:
+    """Per statement, the one affine piece of ``upa`` on its domain; ``None`` when some statement has
+    several (a piecewise schedule member)."""
+    out: dict[str, isl.Aff] = {}
+    pieces: list[isl.PwAff] = []
+    upa.foreach_pw_aff(pieces.append)
+    for pa in pieces:
+        affs: list[isl.Aff] = []
+        pa.foreach_piece(lambda _s, a: affs.append(a))
+        if len(affs) != 1:
+            return None
+        out[pa.get_domain_space().get_tuple_name(isl.dim_type.set)] = affs[0]
+    return out
+
+
 def statement_filters(prog: Program, groups: Sequence[Sequence[str]]) -> isl.UnionSetList:
     """One filter per group of statement names (the union of their domains), for ``insert_sequence``."""
     filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(groups))

@@ -25,6 +25,7 @@ import dataclasses
 import islpy as isl
 
 from polyfuse.ir.program import Program, Statement
+from polyfuse.schedule.bands import maps_union
 from polyfuse.schedule.tiling.microtile import access_coefficients
 
 MAX_PIECES = 9
@@ -55,13 +56,8 @@ def split_pivots(prog: Program) -> tuple[Program, tuple[str, ...]]:
                      "it reads the pivot element its own row writes, and apart the pieces carry no dependence along the row")
     if not notes:
         return prog, ()
-    pull = isl.UnionMap.from_map(pulls[0])
-    for m in pulls[1:]:
-        pull = pull.union(isl.UnionMap.from_map(m))
-    domains = isl.UnionSet.from_set(statements[0].domain)
-    for s in statements[1:]:
-        domains = domains.union(isl.UnionSet.from_set(s.domain))
-    schedule = prog.schedule.pullback_union_pw_multi_aff(isl.UnionPwMultiAff.from_union_map(pull)).intersect_domain(domains)
+    pull = isl.UnionPwMultiAff.from_union_map(maps_union(pulls))  # (split instance -> source instance)
+    schedule = prog.schedule.pullback_union_pw_multi_aff(pull).intersect_domain(pull.domain())
     return dataclasses.replace(prog, statements=tuple(statements), schedule=schedule), tuple(notes)
 
 

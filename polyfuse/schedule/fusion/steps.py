@@ -38,7 +38,7 @@ from polyfuse.cost.machine import cache_sizes
 from polyfuse.cost.traffic import array_bytes, program_traffic
 from polyfuse.errors import IllegalTransformError, PolyfuseError
 from polyfuse.ir.program import Program
-from polyfuse.schedule.bands import DepView
+from polyfuse.schedule.bands import DepView, maps_union, single_affs
 from polyfuse.schedule.fusion.locality import strided_walks
 from polyfuse.schedule.fusion.scheduler import BudgetExhausted, IslBudget, SchedulerFailed, annotated
 from polyfuse.schedule.fusion.smart import counted_microtiles
@@ -95,7 +95,7 @@ def fused_steps(prog: Program, view: DepView, budget: IslBudget) -> isl.Schedule
     names = [s.name for s in prog.statements]
     if len(names) < 2 or not _one_time_loop(prog):
         return None
-    project = _union([_drop_first(prog.statement(n).domain) for n in names])
+    project = maps_union([_drop_first(prog.statement(n).domain) for n in names])
     validity = _same_step(view.union(("flow", "anti", "output")))
     body = isl.ScheduleConstraints.on_domain(prog.domains.apply(project)).set_context(prog.context)
     body = body.set_validity(validity.apply_domain(project).apply_range(project))
@@ -114,8 +114,8 @@ def fused_steps(prog: Program, view: DepView, budget: IslBudget) -> isl.Schedule
     order = _row_order(prog, rows, validity)
     if order is None:
         return None
-    time = isl.MultiUnionPwAff.from_union_map(_union([_first(prog.statement(n).domain) for n in names]))
-    row = isl.MultiUnionPwAff.from_union_map(_union([_row_map(prog.statement(n).domain, rows[n]) for n in names]))
+    time = isl.MultiUnionPwAff.from_union_map(maps_union([_first(prog.statement(n).domain) for n in names]))
+    row = isl.MultiUnionPwAff.from_union_map(maps_union([_row_map(prog.statement(n).domain, rows[n]) for n in names]))
     tree = isl.Schedule.from_domain(prog.domains)
     node = tree.get_root().child(0).insert_partial_schedule(time).child(0).insert_partial_schedule(row)
     node = node.insert_mark(isl.Id(ONE_KERNEL_MARK)).child(0).child(0)  # (one kernel per step: mapping/kernels.split)
@@ -161,16 +161,11 @@ def _one_time_loop(prog: Program) -> bool:
 def _rows(row: isl.UnionPwAff, names: list[str]) -> dict[str, tuple[int | None, int]] | None:
     """Per statement, isl's row as (iterator position, shift), or (None, constant); ``None`` when some
     statement's row is anything else (a skew, a parameter, a piecewise expression)."""
+    affs = single_affs(row)
+    if affs is None or set(affs) != set(names):
+        return None
     out: dict[str, tuple[int | None, int]] = {}
-    pieces: list[isl.PwAff] = []
-    row.foreach_pw_aff(pieces.append)
-    for pa in pieces:
-        affs: list[isl.Aff] = []
-        pa.foreach_piece(lambda _s, a: affs.append(a))
-        if len(affs) != 1:
-            return None
-        aff = affs[0]
-        name = pa.get_domain_space().get_tuple_name(isl.dim_type.set)
+    for name, aff in affs.items():
         if aff.dim(isl.dim_type.div) or any(not aff.get_coefficient_val(isl.dim_type.param, p).is_zero()
                                             for p in range(aff.dim(isl.dim_type.param))):
             return None
@@ -180,14 +175,14 @@ def _rows(row: isl.UnionPwAff, names: list[str]) -> dict[str, tuple[int | None, 
         if not constant.is_int() or len(used) > 1 or (used and not coeffs[used[0]].is_one()):
             return None
         out[name] = (used[0] + 1 if used else None, constant.to_python())  # (+1: the step's iterator comes first)
-    return out if set(out) == set(names) else None
+    return out
 
 
 def _row_order(prog: Program, rows: Mapping[str, tuple[int | None, int]], validity: isl.UnionMap) -> list[str] | None:
     """The statements in an order that every dependence between two of them within one step and one row
     allows (source order among the free ones); ``None`` where they form a cycle."""
     names = [s.name for s in prog.statements]
-    row = _union([_row_map(prog.statement(n).domain, rows[n]) for n in names])
+    row = maps_union([_row_map(prog.statement(n).domain, rows[n]) for n in names])
     same = validity.intersect(row.apply_range(row.reverse()))
     after: dict[str, set[str]] = {n: set() for n in names}
 
@@ -210,7 +205,7 @@ def _same_step(deps: isl.UnionMap) -> isl.UnionMap:
     """The dependences between two instances of one time step (the others the step loop orders)."""
     out: list[isl.Map] = []
     deps.foreach_map(lambda m: out.append(m.equate(isl.dim_type.in_, 0, isl.dim_type.out, 0)))
-    return _union(out) if out else deps
+    return maps_union(out) if out else deps
 
 
 def _step_arrays(prog: Program) -> set[str]:
@@ -251,10 +246,3 @@ def _inner_map(domain: isl.Set, row: tuple[int | None, int]) -> isl.UnionMap | N
     for k in reversed([k for k in range(n) if k not in keep]):
         m = m.project_out(isl.dim_type.out, k, 1)
     return isl.UnionMap.from_map(m.reset_tuple_id(isl.dim_type.out).intersect_domain(domain))
-
-
-def _union(maps: list[isl.Map]) -> isl.UnionMap:
-    out = isl.UnionMap.from_map(maps[0])
-    for m in maps[1:]:
-        out = out.union(isl.UnionMap.from_map(m))
-    return out

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import islpy as isl
 
 from polyfuse.ir.program import Program
-from polyfuse.schedule.bands import T, statement_filters
+from polyfuse.schedule.bands import T, single_affs, statement_filters
 from polyfuse.schedule.deps import dependences_of
 from polyfuse.schedule.tiling.microtile import access_coefficients, stride_along
 
@@ -171,17 +171,10 @@ def _walks_rows(stmt, k: int) -> bool:
 
 
 def _identity_member(node: isl.ScheduleNode, m: int, names: Sequence[str]) -> bool:
-    upa = node.band_get_partial_schedule().get_union_pw_aff(m)
-    pieces: list[isl.PwAff] = []
-    upa.foreach_pw_aff(pieces.append)
-    if len(pieces) != len(names):
+    affs = single_affs(node.band_get_partial_schedule().get_union_pw_aff(m))
+    if affs is None or len(affs) != len(names):
         return False
-    for pa in pieces:
-        affs: list[isl.Aff] = []
-        pa.foreach_piece(lambda _s, a: affs.append(a))
-        if len(affs) != 1:
-            return False
-        aff = affs[0]
+    for aff in affs.values():
         if aff.dim(isl.dim_type.div) or not aff.get_constant_val().is_zero():
             return False
         for k in range(aff.dim(isl.dim_type.in_)):
