@@ -20,7 +20,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 WHL=.whl
 SITE=${SITE:-/tmp/site}
-HELPERS=(pytools==2026.1.1 platformdirs==4.14.5 mako==1.4.3 siphash24==1.9)
 
 pin() {  # the version pinned in pyproject.toml for package $1
     local v
@@ -28,6 +27,8 @@ pin() {  # the version pinned in pyproject.toml for package $1
     [[ -n $v ]] || { echo "gpu-wheels: no pin for $1 in pyproject.toml" >&2; exit 1; }
     echo "$v"
 }
+
+HELPERS=(pytools==2026.1.1 platformdirs==4.14.5 mako==1.4.3 siphash24==1.9 "pycparser==$(pin pycparser)")
 
 download() {
     local py=${PYTHON:-python3}

@@ -6,6 +6,7 @@ reference at sizes that leave remainders everywhere."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 import shutil
 
@@ -89,15 +90,19 @@ def _run(prog: pf.Program, sizes: dict, symbolic: bool, code: pf.Code | None = N
             np.testing.assert_allclose(v, want[n], rtol=1e-4, atol=1e-4, err_msg=f"{prog.name} {n} at {sizes}")
 
 
-def test_gemm_plan_is_a_4x4_register_tile_per_thread_with_three_stages() -> None:
+def test_gemm_plan_is_an_8x4_register_tile_per_thread_with_three_stages() -> None:
     for prog in (ex.gemm, ex.gemm_acc):
         sched = pf.schedule(prog, target="cuda", params=BIG)
         kernel = _micro(sched)
         plan = kernel.microtile
-        assert plan.thread_rows * plan.thread_lanes >= 16 and plan.thread_rows >= 4 and plan.thread_lanes >= 4
-        assert plan.stages >= 2 and kernel.block == (16, 16) and kernel.grid == (32, 32)
-        assert kernel.shared_bytes == plan.stages * (64 * 16 + 16 * 64) * 4
-        assert "register micro-tile: 64 x 64 outputs per block, 4 x 4 per thread" in sched.explain()
+        assert (plan.thread_rows, plan.thread_lanes, plan.block_rows, plan.block_lanes) == (8, 4, 128, 64)
+        assert plan.stages == 3 and kernel.block == (16, 16) and kernel.grid == (32, 16)
+        assert kernel.shared_bytes == plan.stages * (128 * 16 + 16 * 64) * 4
+        assert "register micro-tile: 128 x 64 outputs per block, 8 x 4 per thread" in sched.explain()
+    # 1024^2 outputs in 128 x 64 tiles would leave SMs idle (128 blocks < 132): 64 x 64 tiles, 4 x 4 a thread
+    kernel = _micro(pf.schedule(ex.gemm, target="cuda", params={"N": 1024, "M": 1024, "K": 1024}))
+    assert (kernel.microtile.block_rows, kernel.microtile.thread_rows, kernel.microtile.thread_lanes) == (64, 4, 4)
+    assert kernel.grid == (16, 16)
 
 
 def test_modelled_traffic_is_a_sixteenth_of_untiled_in_both_forms() -> None:
@@ -108,13 +113,17 @@ def test_modelled_traffic_is_a_sixteenth_of_untiled_in_both_forms() -> None:
 
 
 @needs_nvcc
-def test_gemm_2048_has_no_spills_and_half_occupancy_on_sm_90() -> None:
+def test_gemm_has_no_spills_and_the_occupancy_its_tile_allows_on_sm_90() -> None:
+    """8 x 4 accumulators a thread (2048^3) take about 105 registers, two blocks an SM (25 %); 4 x 4 (1024^3)
+    stay within 64 registers, four blocks (50 %). On an H100 the first ran faster (``cuda_microtile.TALL``)."""
+    mid = {"N": 1024, "M": 1024, "K": 1024}
     for prog in (ex.gemm, ex.gemm_acc):
-        code = pf.codegen(pf.schedule(prog, target="cuda", params=BIG))
-        assert "pf_copy_async16(" in code.text and "__launch_bounds__(256)" in code.text
-        (k,) = [r for r in code.resources(BIG).kernels if r.kernel.endswith("_k1")]
-        assert k.spill_stores == 0 and k.spill_loads == 0 and k.stack == 0, k
-        assert k.registers <= 64 and k.occupancy >= 0.5, k
+        for sizes, registers, occupancy in ((BIG, 128, 0.25), (mid, 64, 0.5)):
+            code = pf.codegen(pf.schedule(prog, target="cuda", params=sizes))
+            assert "pf_copy_async16(" in code.text and "__launch_bounds__(256)" in code.text
+            (k,) = [r for r in code.resources(sizes).kernels if r.kernel.endswith("_k1")]
+            assert k.spill_stores == 0 and k.spill_loads == 0 and k.stack == 0, k
+            assert k.registers <= registers and k.occupancy >= occupancy, (sizes, k)
 
 
 @needs_nvcc
@@ -208,3 +217,38 @@ def test_a_misaligned_vector_copy_is_reported() -> None:
     broken = _broken(broken, at, at[:-1] + " + 1;")
     with pytest.raises(pf.SimulationError, match=r"16-byte cp.async to pf_A_\w+ from A\[\d+\] is out of bounds or misaligned"):
         _run(ex.gemm, sizes, False, broken)
+
+
+def test_fragments_are_read_sixteen_bytes_at_a_time_along_each_threads_run() -> None:
+    """Each thread's rows and lanes are contiguous, so a whole step of k reads every fragment with 16-byte
+    shared loads (an 8 x 4 tile: 12 loads per 128 updates instead of 48 scalar ones); a padded tile (the
+    lane operand stored lanes x k) keeps the strided layout and element loads."""
+    text = _gemm_code(BIG).text
+    assert "pf_load16(pf_A_rows1[pf_cs][pf_ty * 8 + pf_f][pf_kq], &pf_a1[pf_f][0]);" in text
+    assert "pf_load16(pf_B_lane2[pf_cs][pf_kq + pf_u][pf_tx * 4 + pf_f], &pf_b2[pf_u][pf_f]);" in text
+    assert "const int pf_j = pf_j0 + pf_tx * 4 + pf_c;" in text
+    padded = pf.codegen(pf.schedule(a_bt, target="cuda", params=BIG)).text
+    assert "pf_load16(" not in padded.split("extern \"C\"", 1)[1] and "pf_tx + 16 * pf_f" in padded
+
+
+@needs_sim
+def test_a_misaligned_fragment_load_is_reported() -> None:
+    sizes = {"N": 37, "M": 41, "K": 48}
+    symbolic = pf.codegen(pf.schedule(ex.gemm, target="cuda"))  # (64 x 64 tiles: at 37 x 41 the plan takes 32 x 32)
+    broken = _broken(symbolic, "[pf_ty * 4 + pf_f][pf_kq]", "[pf_ty * 4 + pf_f][pf_kq + 1]")
+    with pytest.raises(pf.SimulationError, match=r"a 16-byte load from pf_A_\w+ at element \d+ is out of bounds or misaligned"):
+        _run(ex.gemm, sizes, False, broken)
+
+
+@needs_sim
+@pytest.mark.parametrize("prog", [ex.gemm, ex.gemm_acc], ids=lambda p: p.name)
+def test_the_tall_tile_in_the_simulator(prog: pf.Program, monkeypatch) -> None:
+    """The 128 x 64 plan (8 x 4 a thread) that large sizes take, forced at small odd sizes (as if the GPU had
+    one multiprocessor): remainders in every direction, against the reference."""
+    km = importlib.import_module("polyfuse.schedule.mapping.kernels")
+    original = km.sized_for_the_gpu
+    monkeypatch.setattr(km, "sized_for_the_gpu", lambda plan, extents, sizes, limit: original(plan, extents, sizes, limit, sms=1))
+    for n, m, k in ((129, 67, 65), (7, 5, 3)):
+        sizes = {"N": n, "M": m, "K": k}
+        assert _micro(pf.schedule(prog, target="cuda", params=sizes)).microtile.thread_rows == 8
+        _run(prog, sizes, symbolic=False)

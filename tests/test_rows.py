@@ -105,7 +105,8 @@ def test_one_kernel_one_row_per_block(build) -> None:
     assert kernel.grid == (4096,) and kernel.block == (256,)
     text = pf.codegen(sched).text
     assert "const long long c0 = (long long) blockIdx.x;" in text
-    assert "for (long long c1 = (long long) threadIdx.x; c1 <= 1023; c1 += (long long) blockDim.x)" in text
+    assert "#pragma unroll 4\n    for (long long c1 = (long long) threadIdx.x; c1 <= 1023; c1 += 256LL)" in text  # (256 threads: a constant stride)
+    assert "__launch_bounds__(256)" in text
     assert "pf_block_sum_f32(" in text
     if build is softmax:
         assert "pf_block_max_f32(" in text
@@ -190,7 +191,7 @@ def test_barriers_come_from_the_dependences() -> None:
     copy, sync, loop = (text.index(t) for t in ("/* copy_A_shared_k0 */", "__syncthreads();", "acc += A_shared_k0[((M - c1) - 1)]"))
     assert copy < sync < loop and text.count("__syncthreads();") == 1
     text = _kernel(pf.codegen(pf.schedule(tail_scale, target="cuda")).text)
-    assert "for (long long c1 = 1 + pf_floormod((long long) threadIdx.x - (1), (long long) blockDim.x); c1 < M;" in text
+    assert "for (long long c1 = 1 + pf_floormod((long long) threadIdx.x - (1), 256LL); c1 < M;" in text
     assert "__syncthreads();" not in text and "A_shared_k0[c1] = A[(c0) * M + c1];" in text
 
 

@@ -165,6 +165,8 @@ class KernelPrinter:
         self.cyclic = ""  # the iterator of the kernel's cyclic (cooperative-row) loops, if any
         self._in_cyclic = False
         self.grid_cyclic = False  # the cyclic loop is shared by every block's threads (block_reductions.py)
+        self.cyclic_width = 0  # the block's thread count where the launch fixes it (a constant stride), else 0
+        self.cyclic_blocks = 0  # the grid's block count where the launch fixes it (a grid-wide cyclic loop), else 0
         self.origins: dict[str, str] = {}  # mapped iterator -> the value its index 0 stands for (launch extents' lo)
 
     def emit(self, node: isl.AstNode, depth: int, bound: frozenset[str]) -> None:
@@ -361,12 +363,17 @@ def generate_cuda(sched: Schedule) -> Code:
         if CYCLIC_MARK in info:
             printer.cyclic = names[info[CYCLIC_MARK][2]]
             printer.grid_cyclic = GRID_MARK not in info and kernel.grid not in ((), (1,))
+            if BLOCK_MARK not in info and len(kernel.block) == 1:
+                printer.cyclic_width = kernel.block[0]  # launched with exactly kernel.block threads (below)
+                if printer.grid_cyclic and len(kernel.grid) == 1:
+                    printer.cyclic_blocks = kernel.grid[0]  # and kernel.grid blocks
         printer.promoted = {n: b for n, b in buffers.items() if b.kernel == kernel.name}
         printer.barriers = promotion.barriers if promotion is not None else frozenset()
         printer.emit(mark.mark_get_node(), 1, frozenset())
         args = _kernel_args(program, printer, host_iters)
         shown = dict(axes, **({printer.cyclic: "threadIdx.x (cyclic)"} if printer.cyclic else {}))
-        kernels_text.append(_kernel_source(fname, kernel, args, printer, shown, dialect))
+        bounds = f"__launch_bounds__({printer.cyclic_width}) " if printer.cyclic_width else ""
+        kernels_text.append(_kernel_source(fname, kernel, args, printer, shown, dialect, bounds))
         extents = {p: _extents(r, printer.strides) for p, r in ranges.items()}
         if "threadIdx" in extents and any(b.space == "shared" for b in printer.promoted.values()):
             # copies stride over the box by kernel.block threads: launch at least that many

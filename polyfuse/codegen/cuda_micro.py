@@ -4,13 +4,24 @@ register tile of accumulators per thread.
 
 Shape of the printed kernel (``S`` stages, ``BK`` the step of ``k``)::
 
-    acc[r][c] = X[i][j] for the thread's rows i = i0 + ty + 16 r and lanes j = j0 + tx + 16 c in bounds
+    acc[r][c] = X[i][j] for the thread's rows i = i0 + TR ty + r and lanes j = j0 + TL tx + c in bounds
     steps 0 .. S-2: copy into stages 0 .. S-2 (one commit group each)
     for each step s:
         wait until step s has landed (at most S-2 groups pending); __syncthreads()
         copy step s+S-1 into stage (s-1) % S, the one every thread finished with before the barrier; commit
-        for each k of step s: load fragments from stage s % S, acc[r][c] += value
+        for each run of 4 k of step s: load fragments from stage s % S, 16 bytes at a time;
+            acc[r][c] += value for each k of the run
     X[i][j] = acc[r][c] for the elements in bounds
+
+**Fragments.** Each thread's ``TR`` rows and ``TL`` lanes are contiguous, so its fragment of a ``k x
+width`` tile is a run along the tile's row, and its fragment of a ``width x k`` tile a run of ``k`` in each
+of its rows: either way 16-byte shared loads (``pf_load16``), 2 * 4 of them per 4 x 4 x 4 updates of an
+f32 gemm where element loads needed 32. Shared-memory issue, not latency, bounded the element-load
+kernel on an H100 (0.62 of cuBLAS; 0.66 with 16-byte loads at 4 x 4, 0.72 at 8 x 4). Where a tile is
+padded (the lane operand stored ``lanes x k``: no 16-byte alignment) or a thread's run is shorter than a
+vector, the threads interleave instead (rows ``i0 + ty + 16 r``), which keeps a padded tile free of bank
+conflicts, and fragments are loaded element by element. A step shorter than ``BK`` (the last) always
+runs element by element.
 
 Copies move 16 bytes at a time where the global address is aligned and the whole vector is inside the
 bounds (a run-time test per vector), one element otherwise; elements outside the bounds are stored as 0
@@ -57,6 +68,14 @@ template <typename T> __device__ __forceinline__ void pf_copy_async16(T& dst, co
 #else
   *(int4*) &dst = *(const int4*) (src + i);
 #endif
+}
+template <typename T> __device__ __forceinline__ void pf_load16(const T& first, T* out)
+{
+  /* 16 bytes from 16-byte aligned shared memory in one load (the micro-tile's fragments) */
+  struct __align__(16) Run { T e[16 / sizeof(T)]; };
+  const Run run = *reinterpret_cast<const Run*>(&first);
+  #pragma unroll
+  for (int e = 0; e < (int) (16 / sizeof(T)); e++) out[e] = run.e[e];
 }
 __device__ __forceinline__ void pf_copy_commit(void)
 {
@@ -105,6 +124,7 @@ class MicroKernel:
         self.arrays: dict[str, bool] = {}
         self.scalars = {n.name for n in self.stmt.value.walk() if isinstance(n, ScalarArg)}
         self.shared: list[str] = []
+        self.vector = self._vector_width()
 
     # ----- names and expressions ----------------------------------------------------------------------
 
@@ -186,16 +206,45 @@ class MicroKernel:
         self._accumulators(load=False)
         return self
 
+    def _local(self, side: str, index: str) -> str:
+        """The tile coordinate of the thread's ``index``-th row (``side`` "rows") or lane: contiguous runs
+        per thread where fragments load 16 bytes at a time, else strided by the thread count."""
+        plan = self.plan
+        if side == "rows":
+            thread, count, stride = "pf_ty", plan.thread_rows, plan.threads[1]
+        else:
+            thread, count, stride = "pf_tx", plan.thread_lanes, plan.threads[0]
+        return f"{thread} * {count} + {index}" if self.vector else f"{thread} + {stride} * {index}"
+
+    def _vector_width(self) -> int:
+        """Elements per 16-byte fragment load from the shared tiles, or 0 where the tiles do not allow it
+        (a padded tile, mixed element sizes, a thread tile or step of k not a multiple of the vector)."""
+        plan = self.plan
+        sizes = {self.program.arrays[self.stmt.accesses[r.access].array].dtype.bits // 8 for r in plan.staged}
+        if len(sizes) != 1 or any(plan.padded(r) for r in plan.staged):
+            return 0
+        width = 16 // sizes.pop()
+        counts = [plan.thread_rows if r.side == "rows" else plan.thread_lanes for r in plan.staged if r.contiguous in ("rows", "lane")]
+        if plan.k_stage % width or any(c % width for c in counts):
+            return 0
+        return width
+
     def _thread_loops(self, depth: int, body) -> None:
         plan = self.plan
-        ty, tx = plan.threads[1], plan.threads[0]
+        outer = len(self.lines)
+        body(depth + 2)
+        inner = self.lines[outer:]
+        del self.lines[outer:]
+        used = "\n".join(inner)
         self.emit("#pragma unroll", depth)
         self.emit(f"for (int pf_r = 0; pf_r < {plan.thread_rows}; pf_r++) {{", depth)
-        self.emit(f"const {self.idx} {ROW} = pf_i0 + pf_ty + {ty} * pf_r;", depth + 1)
+        if ROW in used:  # (not printed unused: nvcc warns)
+            self.emit(f"const {self.idx} {ROW} = pf_i0 + {self._local('rows', 'pf_r')};", depth + 1)
         self.emit("#pragma unroll", depth + 1)
         self.emit(f"for (int pf_c = 0; pf_c < {plan.thread_lanes}; pf_c++) {{", depth + 1)
-        self.emit(f"const {self.idx} {LANE} = pf_j0 + pf_tx + {tx} * pf_c;", depth + 2)
-        body(depth + 2)
+        if LANE in used:
+            self.emit(f"const {self.idx} {LANE} = pf_j0 + {self._local('lane', 'pf_c')};", depth + 2)
+        self.lines.extend(inner)
         self.emit("}", depth + 1)
         self.emit("}", depth)
 
@@ -277,7 +326,6 @@ class MicroKernel:
 
     def _compute(self, stage: str, depth: int) -> None:
         plan, stmt = self.plan, self.stmt
-        ty, tx = plan.threads[1], plan.threads[0]
         self.emit(f"const int pf_kn = (int) pf_min({plan.k_stage}, pf_k_hi - (pf_k_lo + {plan.k_stage} * ({self.idx}) pf_s) + 1);", depth)
         reads: dict[int, str] = {}
         fragments: list[tuple[str, str, str, int]] = []  # (name, ctype, element text, count)
@@ -285,40 +333,89 @@ class MicroKernel:
             ctype = self.program.arrays[stmt.accesses[r.access].array].dtype.c_name
             tile = self.tile_name(r)
             if r.side == "rows":
-                local, count, it = f"pf_ty + {ty} * pf_f", plan.thread_rows, "pf_r"
+                local, count, it = self._local("rows", "pf_f"), plan.thread_rows, "pf_r"
             else:
-                local, count, it = f"pf_tx + {tx} * pf_f", plan.thread_lanes, "pf_c"
+                local, count, it = self._local("lane", "pf_f"), plan.thread_lanes, "pf_c"
             element = f"{tile}[{stage}][pf_kk][{local}]" if r.contiguous in ("rows", "lane") else f"{tile}[{stage}][{local}][pf_kk]"
             name = f"pf_{'a' if r.side == 'rows' else 'b'}{r.access}"
             fragments.append((name, ctype, element, count))
             reads[r.access] = f"{name}[{it}]"
         staged = {r.access for r in plan.staged}
-        for k, acc in enumerate(stmt.accesses):  # reads invariant in the tile: from global memory
-            if k != stmt.target and k not in staged:
-                reads[k] = f"{acc.array}[{self._flat(k, self.var)}]"
-        value = value_text(stmt.value, None, self.dialect, reads)
-
-        def body(d: int) -> None:
-            for name, ctype, element, count in fragments:
-                self.emit(f"{ctype} {name}[{count}];", d)
-                self.emit("#pragma unroll", d)
-                self.emit(f"for (int pf_f = 0; pf_f < {count}; pf_f++) {name}[pf_f] = {element};", d)
-            self.emit("#pragma unroll", d)
-            self.emit(f"for (int pf_r = 0; pf_r < {plan.thread_rows}; pf_r++) {{", d)
-            self.emit("#pragma unroll", d + 1)
-            self.emit(f"for (int pf_c = 0; pf_c < {plan.thread_lanes}; pf_c++) pf_acc[pf_r][pf_c] {stmt.op} {value};  /* {stmt.name} */", d + 1)
-            self.emit("}", d)
-
+        invariant = {k: f"{acc.array}[{self._flat(k, self.var)}]"  # reads invariant in the tile: from global memory
+                     for k, acc in enumerate(stmt.accesses) if k != stmt.target and k not in staged}
+        value = value_text(stmt.value, None, self.dialect, {**reads, **invariant})
+        if self.vector:
+            self.emit(f"if (pf_kn == {plan.k_stage}) {{  /* a whole step: {self.vector} values of k at a time, 16-byte loads */", depth)
+            self._vector_step(stage, invariant, depth + 1)
+            self.emit("} else {", depth)
+            self.emit("for (int pf_kk = 0; pf_kk < pf_kn; pf_kk++) {", depth + 1)
+            self._fragment_step(fragments, value, depth + 2)
+            self.emit("}", depth + 1)
+            self.emit("}", depth)
+            return
         self.emit(f"if (pf_kn == {plan.k_stage}) {{  /* a whole step: unrolled */", depth)
         self.emit("#pragma unroll", depth + 1)
         self.emit(f"for (int pf_kk = 0; pf_kk < {plan.k_stage}; pf_kk++) {{", depth + 1)
-        body(depth + 2)
+        self._fragment_step(fragments, value, depth + 2)
         self.emit("}", depth + 1)
         self.emit("} else {", depth)
         self.emit("for (int pf_kk = 0; pf_kk < pf_kn; pf_kk++) {", depth + 1)
-        body(depth + 2)
+        self._fragment_step(fragments, value, depth + 2)
         self.emit("}", depth + 1)
         self.emit("}", depth)
+
+    def _vector_step(self, stage: str, invariant: Mapping[int, str], depth: int) -> None:
+        """A whole step of k in runs of ``self.vector``: every fragment read 16 bytes at a time from its
+        tile (along the thread's rows or lanes in a ``k x width`` tile, along k in a ``width x k`` one),
+        then the run's updates; each element still takes its terms in the order of k."""
+        plan, stmt = self.plan, self.stmt
+        v = self.vector
+        self.emit("#pragma unroll", depth)
+        self.emit(f"for (int pf_kq = 0; pf_kq < {plan.k_stage}; pf_kq += {v}) {{", depth)
+        d = depth + 1
+        reads: dict[int, str] = {}
+        for r in plan.staged:
+            ctype = self.program.arrays[stmt.accesses[r.access].array].dtype.c_name
+            tile = self.tile_name(r)
+            side, count, it = ("rows", plan.thread_rows, "pf_r") if r.side == "rows" else ("lane", plan.thread_lanes, "pf_c")
+            name = f"pf_{'a' if r.side == 'rows' else 'b'}{r.access}"
+            if r.contiguous in ("rows", "lane"):  # k x width: the thread's run of rows (lanes) is contiguous
+                self.emit(f"{ctype} {name}[{v}][{count}];", d)
+                self.emit("#pragma unroll", d)
+                self.emit(f"for (int pf_u = 0; pf_u < {v}; pf_u++) {{", d)
+                self.emit("#pragma unroll", d + 1)
+                self.emit(f"for (int pf_f = 0; pf_f < {count}; pf_f += {v}) "
+                          f"pf_load16({tile}[{stage}][pf_kq + pf_u][{self._local(side, 'pf_f')}], &{name}[pf_u][pf_f]);", d + 1)
+                self.emit("}", d)
+                reads[r.access] = f"{name}[pf_u][{it}]"
+            else:  # width x k: a run of k is contiguous for each of the thread's rows (lanes)
+                self.emit(f"{ctype} {name}[{count}][{v}];", d)
+                self.emit("#pragma unroll", d)
+                self.emit(f"for (int pf_f = 0; pf_f < {count}; pf_f++) pf_load16({tile}[{stage}][{self._local(side, 'pf_f')}][pf_kq], &{name}[pf_f][0]);", d)
+                reads[r.access] = f"{name}[{it}][pf_u]"
+        value = value_text(stmt.value, None, self.dialect, {**invariant, **reads})
+        self.emit("#pragma unroll", d)
+        self.emit(f"for (int pf_u = 0; pf_u < {v}; pf_u++) {{", d)
+        self.emit("#pragma unroll", d + 1)
+        self.emit(f"for (int pf_r = 0; pf_r < {plan.thread_rows}; pf_r++) {{", d + 1)
+        self.emit("#pragma unroll", d + 2)
+        self.emit(f"for (int pf_c = 0; pf_c < {plan.thread_lanes}; pf_c++) pf_acc[pf_r][pf_c] {stmt.op} {value};  /* {stmt.name} */", d + 2)
+        self.emit("}", d + 1)
+        self.emit("}", d)
+        self.emit("}", depth)
+
+    def _fragment_step(self, fragments: list[tuple[str, str, str, int]], value: str, d: int) -> None:
+        """One value of k (``pf_kk``): the thread's fragments element by element, then its updates."""
+        plan, stmt = self.plan, self.stmt
+        for name, ctype, element, count in fragments:
+            self.emit(f"{ctype} {name}[{count}];", d)
+            self.emit("#pragma unroll", d)
+            self.emit(f"for (int pf_f = 0; pf_f < {count}; pf_f++) {name}[pf_f] = {element};", d)
+        self.emit("#pragma unroll", d)
+        self.emit(f"for (int pf_r = 0; pf_r < {plan.thread_rows}; pf_r++) {{", d)
+        self.emit("#pragma unroll", d + 1)
+        self.emit(f"for (int pf_c = 0; pf_c < {plan.thread_lanes}; pf_c++) pf_acc[pf_r][pf_c] {stmt.op} {value};  /* {stmt.name} */", d + 1)
+        self.emit("}", d)
 
 
 def statement_arrays(stmt: Statement) -> dict[str, bool]:
@@ -368,9 +465,9 @@ def _plus(origin: str, index: str, ctype: str = "long long") -> str:
 
 def launch_bounds(plan: CudaMicroTile) -> str:
     """``__launch_bounds__`` of the kernel: its block size only. Measured with ptxas 13.0 for sm_90 on the
-    f32 gemm at 2048: left free, ptxas gives the 4 x 4 tile 64 registers and no spill in both the
-    ``C[i, j] +=`` and the scalar-accumulator form (50 % occupancy); asking for 4 blocks per SM as well
-    (the same 64-register cap) made it spill 8 bytes in the second form, and 3 blocks let it take 80
-    registers (37.5 %). ``tests/test_cuda_micro.py`` holds the figures to this."""
+    f32 gemm: left free, ptxas gives the 4 x 4 tile 64 registers and no spill in both the ``C[i, j] +=``
+    and the scalar-accumulator form (50 % occupancy), the 8 x 4 tile about 105 (25 %); asking for 4
+    blocks per SM as well (the same 64-register cap) made the 4 x 4 tile spill 8 bytes in the second
+    form. ``tests/test_cuda_micro.py`` holds the figures to this."""
     threads = plan.threads[0] * plan.threads[1]
     return f"__launch_bounds__({threads}) "

@@ -46,6 +46,21 @@ template <typename T, typename S> static void pf_copy_async16(pf_ref<T> dst, con
 {
   pf_copy_n(dst, src, i, 16 / (int) sizeof(T));
 }
+/* a 16-byte load from shared memory (the micro-tile's fragments): every element read as an access of the
+   thread, the first aligned to the vector and the run inside the array */
+template <typename T> static void pf_load16(pf_ref<T> first, typename pf_ref<T>::V* out)
+{
+  const int n = 16 / (int) sizeof(T);
+  if (first.flat % n || first.flat + n > (long long) first.a->cells.size()) {
+    pfsim::issue(pfsim::thread_name(pfsim::block, pfsim::current) + ": a 16-byte load from " + first.a->name + " at element " +
+                 std::to_string(first.flat) + " is out of bounds or misaligned");
+    return;
+  }
+  for (int e = 0; e < n; e++) {
+    pfsim::read(*first.a, first.flat + e);
+    out[e] = first.p[e];
+  }
+}
 static void pf_copy_commit(void)
 {
   if (!pfsim::fibered) return;

@@ -33,7 +33,7 @@ from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, T, member_map, prefix_through
 from polyfuse.schedule.mapping.choices import Choices, chosen_in, lead_with
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, ONE_KERNEL_MARK, PARALLEL_MARK, Kernel
-from polyfuse.schedule.tiling.cuda_microtile import SHARED_LIMIT, cuda_contraction, smaller_if_few_blocks
+from polyfuse.schedule.tiling.cuda_microtile import SHARED_LIMIT, cuda_contraction, sized_for_the_gpu
 from polyfuse.schedule.tiling.interchange import stride_one_innermost
 from polyfuse.schedule.tiling.jam import mark_jam
 from polyfuse.schedule.tiling.microtile import find_contraction, lane_tile, micro_tile, reorder
@@ -277,7 +277,9 @@ class Mapper:
             return found
         node, plan = found  # (band order: batch, rows, lane, reduction)
         extents = [self._extent(node, k) for k in range(len(plan.batch) + 2)]
-        return node, smaller_if_few_blocks(plan, extents)
+        stmt = self.prog.statement(plan.statement)
+        sizes = {r.access: itemsize(self.prog, stmt.accesses[r.access].array) for r in plan.staged}
+        return node, sized_for_the_gpu(plan, extents, sizes, self.shared_memory)
 
     def _cuda_layout(self, node: isl.ScheduleNode, stmts: tuple[str, ...], n_par: int,
                      sizes: tuple[int, ...]) -> tuple[isl.ScheduleNode, tuple[int, ...]]:

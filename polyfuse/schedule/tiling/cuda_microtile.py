@@ -12,9 +12,10 @@ the GPU in three levels, the known-good shape of a hand-written SGEMM:
   that move with the lane), ``STAGES`` such tiles in flight with ``cp.async`` (sm_80 and later), so the
   copy of step ``t + STAGES - 1`` overlaps the compute of step ``t``; one ``__syncthreads()`` per step;
 * **register tile**: each of the ``16 x 16`` threads keeps ``THREAD_ROWS x THREAD_LANES`` accumulators in
-  registers across the whole reduction (loaded once, stored once), rows ``ty + 16 r`` and lanes ``tx + 16 c``
-  so that global stores and shared reads of a warp stay contiguous; per step of ``k`` it loads one
-  fragment of each operand from shared memory and issues ``THREAD_ROWS * THREAD_LANES`` updates.
+  registers across the whole reduction (loaded once, stored once), a contiguous run of rows and lanes so
+  that its fragments load 16 bytes at a time from shared memory (``codegen/cuda_micro.py``); per step of
+  ``k`` it issues ``THREAD_ROWS * THREAD_LANES`` updates. At sizes that fill the GPU with them, 4-byte
+  contractions take :data:`TALL` blocks of 128 x 64 outputs, 8 x 4 a thread (measured faster on an H100).
 
 In the schedule tree the kernel is the ordinary CUDA layout (``mapping/kernels.py``): its band reordered
 ``(batch, rows, lane, reduction)``, the first members tiled by ``(1, BLOCK_ROWS, BLOCK_LANES)`` and mapped
@@ -32,6 +33,7 @@ or with the lane but not both, of a 4- or 8-byte type; anything else keeps the g
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import islpy as isl
@@ -55,6 +57,13 @@ THREAD_LANES = 4
 STAGES = 3
 """Copies in flight: three 16-deep steps of a 64 x 64 f32 gemm take 24 KiB of shared memory, so four
 blocks (1024 threads, 50 % occupancy on sm_90 at 64 registers) fit an SM."""
+TALL = (128, 64, 8, 4)
+"""The block and thread tile of 4-byte contractions large enough to fill the GPU with it (rows, lanes,
+thread rows, thread lanes): measured on an H100 (f32 gemm 2048^3, 9 interleaved rounds against cuBLAS
+FP32), 8 x 4 outputs a thread ran at 0.72 of cuBLAS against 0.66 for 4 x 4, although its 105 registers
+allow only 25 % occupancy against 50 %: with 16-byte fragment loads the larger tile's two FMAs per
+shared-memory byte matter more than the warps that hide latency. 8 x 8 (128 x 128) ran at 0.58-0.66.
+``benchmarks/cuda_acceptance.py`` holds the sweep."""
 SHARED_LIMIT = 48 * 1024  # static shared memory per block
 SMS = 132  # an H100's multiprocessors (as ``cost/search.py``'s ``Limits.sms``)
 
@@ -142,11 +151,15 @@ def cuda_contraction(prog: Program, node: isl.ScheduleNode, shared_limit: int = 
     return reorder(node, found.order), plan
 
 
-def smaller_if_few_blocks(plan: CudaMicroTile, extents: list[int], sms: int = SMS) -> CudaMicroTile:
-    """``plan`` with 32 x 32 block tiles (2 x 2 accumulators a thread, 2 x 1 for 8-byte ones) where, at the
-    given sizes (``extents`` of the batch, rows and lane members; 0 unknown), 64 x 64 tiles would launch
-    fewer blocks than the GPU has multiprocessors and the smaller tiles launch more (an MLP's narrow
-    layer, a small batch of small matrices): idle SMs cost more than the lower reuse of a smaller tile."""
+def sized_for_the_gpu(plan: CudaMicroTile, extents: list[int], itemsizes: Mapping[int, int], shared_limit: int = SHARED_LIMIT,
+                      sms: int = SMS) -> CudaMicroTile:
+    """``plan`` with the largest block tile that still launches at least one block per multiprocessor at
+    the given sizes (``extents`` of the batch, rows and lane members; 0 unknown): :data:`TALL` (where
+    every staged read has 4-byte elements, ``itemsizes`` by access, and two stages fit ``shared_limit``),
+    then 64 x 64, then 32 x 32 (2 x 2 accumulators a thread, 2 x 1 for 8-byte ones). Where none
+    fills the GPU (an MLP's narrow layer, a small batch of small matrices) the smallest is taken if it
+    launches more blocks: idle SMs cost more than the lower reuse of a smaller tile. At unknown sizes,
+    the 64 x 64 plan (``plan``) is kept."""
     if not extents or not all(extents):
         return plan
 
@@ -156,9 +169,15 @@ def smaller_if_few_blocks(plan: CudaMicroTile, extents: list[int], sms: int = SM
             n *= e
         return n
 
-    if blocks(plan.block_rows, plan.block_lanes) >= sms or blocks(32, 32) <= blocks(plan.block_rows, plan.block_lanes):
-        return plan
-    return dataclasses.replace(plan, block_rows=32, block_lanes=32, thread_rows=2, thread_lanes=max(1, plan.thread_lanes // 2))
+    small = dataclasses.replace(plan, block_rows=32, block_lanes=32, thread_rows=2, thread_lanes=max(1, plan.thread_lanes // 2))
+    tall = dataclasses.replace(plan, block_rows=TALL[0], block_lanes=TALL[1], thread_rows=TALL[2], thread_lanes=TALL[3])
+    stages = min(plan.stages, min(shared_limit, SHARED_LIMIT) // max(tall.shared_bytes(itemsizes) // tall.stages, 1))
+    tall = dataclasses.replace(tall, stages=stages)
+    fits = set(itemsizes.values()) == {4} and plan.thread_lanes == THREAD_LANES and stages >= 2
+    for candidate in ([tall] if fits else []) + [plan]:
+        if blocks(candidate.block_rows, candidate.block_lanes) >= sms:
+            return candidate
+    return small if blocks(32, 32) > blocks(plan.block_rows, plan.block_lanes) else plan
 
 
 def cuda_candidate(prog: Program, stmt: Statement, shared_limit: int = SHARED_LIMIT) -> bool:

@@ -1,0 +1,311 @@
+"""Issue 12's GPU figures in one run (``python -m benchmarks cuda-acceptance --out DIR``; needs a GPU, torch
+and pycuda): gemm 2048³ f32 against cuBLAS through PyTorch, softmax / layernorm / a sum to a scalar against
+the device-to-device copy bandwidth measured in the same run, and a sweep of the CUDA register micro-tile's
+shape for gemm (block tile, thread tile, k step, stages) so that the plan's constants rest on measurements.
+
+Two times are taken for every polyfuse program, both with CUDA events:
+
+* **call**: ``exe(**tensors)`` on torch tensors, as a user calls it (the Python host plan included);
+* **kernels**: the launches of one call recorded and replayed back to back (``prepared_call`` in a loop),
+  which is the GPU time of the generated kernels alone: the figure comparable with a library kernel.
+
+Peers are timed the same way (back-to-back calls between two events) in interleaved rounds; ratios are
+medians of the per-round ratios with their spread (min..max). Writes ``cuda_acceptance.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polyfuse as pf
+from benchmarks.harness import machine
+from benchmarks.workloads import BY_NAME
+from examples.kernels import gemm_acc  # C = A @ B with a scalar accumulator
+
+N, M, K = pf.params("N M K")
+
+GEMM_SHAPES = [  # (block_rows, block_lanes, thread_rows, thread_lanes, k_stage, stages); the first is the default
+    None,
+    (64, 64, 4, 4, 16, 3),
+    (128, 64, 8, 4, 16, 3),
+    (128, 128, 8, 8, 8, 3),
+    (128, 128, 8, 8, 16, 3),
+    (128, 128, 8, 8, 8, 4),
+    (128, 64, 8, 4, 8, 3),
+    (128, 64, 8, 4, 16, 4),
+    (64, 64, 4, 4, 16, 2),
+    (64, 64, 4, 4, 32, 2),
+    (64, 64, 4, 4, 32, 3),
+]
+
+
+@pf.program
+def gemm_inplace(A: pf.f32[N, K], B: pf.f32[K, M], C: pf.f32[N, M]):
+    """C = A @ B in the ``C[i, j] +=`` form."""
+    for i in range(N):
+        for j in range(M):
+            C[i, j] = 0.0
+            for k in range(K):
+                C[i, j] += A[i, k] * B[k, j]
+
+
+def _total() -> pf.Program:
+    g = pf.Graph("total")
+    return g.build(y=pf.ops.sum(g.input("x", (N,))))
+
+
+# ----- timing -------------------------------------------------------------------------------------------
+class Recorder:
+    """Records the launches of one call of a CUDA executable so that they can be replayed without Python's
+    host plan in between (the kernels' own GPU time)."""
+
+    def __init__(self, compiled: Any) -> None:
+        self.program = compiled.function  # runtime.cuda.CudaProgram
+        self.launches: list[tuple[Any, tuple, tuple, list]] = []
+
+    def record(self, values: list) -> None:
+        functions = self.program._functions
+        saved = dict(functions)
+        launches = self.launches
+
+        class Spy:
+            def __init__(self, fn: Any) -> None:
+                self.fn = fn
+
+            def prepared_call(self, grid: tuple, block: tuple, *args: Any) -> None:
+                launches.append((self.fn, grid, block, list(args)))
+                self.fn.prepared_call(grid, block, *args)
+
+        try:
+            for k, fn in saved.items():
+                functions[k] = Spy(fn)
+            self.program(*values)
+        finally:
+            functions.update(saved)
+
+    def replay(self) -> None:
+        for fn, grid, block, args in self.launches:
+            fn.prepared_call(grid, block, *args)
+
+
+def _ms_per_call(torch: Any, fn: Callable[[], Any], inner: int) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(inner):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / inner
+
+
+def interleaved(torch: Any, fns: dict[str, Callable[[], Any]], rounds: int = 15, round_ms: float = 20.0) -> dict[str, list[float]]:
+    """Per-round ms per call of every function, the functions taking turns in every round."""
+    inner = {}
+    for name, fn in fns.items():
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        one = _ms_per_call(torch, fn, 3)
+        inner[name] = max(1, min(200, int(round_ms / max(one, 1e-3))))
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(_ms_per_call(torch, fn, inner[name]))
+    return times
+
+
+def ratio(times: dict[str, list[float]], a: str, b: str) -> dict[str, float]:
+    """Median, min and max of the per-round ratio ``time(a) / time(b)``."""
+    r = [x / y for x, y in zip(times[a], times[b])]
+    return {"median": statistics.median(r), "min": min(r), "max": max(r)}
+
+
+def _compile(torch: Any, prog: pf.Program, sizes: dict, tensors: dict, **options: Any) -> tuple[Any, Recorder, float, list]:
+    t0 = time.perf_counter()
+    exe = pf.compile(prog, target="cuda", params=sizes, **options)
+    compiled = exe.specialise(sizes)
+    seconds = time.perf_counter() - t0
+    values = [sizes[a.name] if a.kind == "size" else tensors[a.name] for a in compiled.code.signature]
+    rec = Recorder(compiled)
+    rec.record(values)
+    torch.cuda.synchronize()
+    return compiled, rec, seconds, values
+
+
+def _resources(compiled: Any, sizes: dict) -> list[dict]:
+    try:
+        return [dataclasses.asdict(k) | {"kernel": k.kernel} for k in compiled.code.resources(sizes).kernels]
+    except Exception as e:  # noqa: BLE001 - resources need ptxas; record why they are missing
+        return [{"error": f"{type(e).__name__}: {e}"[:200]}]
+
+
+# ----- the checks ---------------------------------------------------------------------------------------
+def copy_bandwidth(torch: Any, nbytes: int = 1 << 30) -> float:
+    """GB/s of a device-to-device copy counting bytes read and written."""
+    src = torch.empty(nbytes // 4, device="cuda")
+    dst = torch.empty_like(src)
+    t = interleaved(torch, {"copy": lambda: dst.copy_(src)}, rounds=10)
+    return 2 * nbytes / (statistics.median(t["copy"]) * 1e-3) / 1e9
+
+
+def gemm(torch: Any, n: int, rows: list[dict]) -> None:
+    """Both forms at the default plan, against cuBLAS (FP32, TF32 off) and, for reference, cuBLAS in TF32."""
+    sizes = {"N": n, "M": n, "K": n}
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.rand(n, n, device="cuda", generator=gen) - 0.5
+    b = torch.rand(n, n, device="cuda", generator=gen) - 0.5
+    want = torch.empty(n, n, device="cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.mm(a, b, out=want)
+    flops = 2.0 * n**3
+    for prog in (gemm_inplace, gemm_acc):
+        c = torch.zeros(n, n, device="cuda")
+        compiled, rec, seconds, values = _compile(torch, prog, sizes, {"A": a, "B": b, "C": c})
+        err = float((c - want).abs().max() / want.abs().max())
+        out = torch.empty(n, n, device="cuda")
+
+        def cublas() -> None:
+            torch.mm(a, b, out=out)
+
+        def tf32() -> None:
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.mm(a, b, out=out)
+            torch.backends.cuda.matmul.allow_tf32 = False
+
+        t = interleaved(torch, {"kernels": rec.replay, "call": lambda: compiled.function(*values), "cublas": cublas, "cublas_tf32": tf32})
+        med = {k: statistics.median(v) for k, v in t.items()}
+        rows.append({"check": f"gemm {n}^3 f32 ({prog.name})", "sizes": sizes, "compile_s": seconds, "max_rel_err": err,
+                     "ms": med, "tflops": {k: flops / (v * 1e-3) / 1e12 for k, v in med.items()},
+                     "fraction_of_cublas": ratio(t, "cublas", "kernels"), "call_fraction_of_cublas": ratio(t, "cublas", "call"),
+                     "fraction_of_cublas_tf32": ratio(t, "cublas_tf32", "kernels"),
+                     "plan": str(next((k.microtile for k in compiled.schedule.kernels if k.microtile), None)),
+                     "resources": _resources(compiled, sizes)})
+        print(rows[-1]["check"], {k: round(v, 2) for k, v in rows[-1]["tflops"].items()}, rows[-1]["fraction_of_cublas"], flush=True)
+
+
+def gemm_sweep(torch: Any, n: int, rows: list[dict]) -> None:
+    """The micro-tile plan's shape varied (the scalar-accumulator form): TFLOP/s of the kernel alone."""
+    km = importlib.import_module("polyfuse.schedule.mapping.kernels")
+    original = km.sized_for_the_gpu
+    sizes = {"N": n, "M": n, "K": n}
+    a = torch.rand(n, n, device="cuda") - 0.5
+    b = torch.rand(n, n, device="cuda") - 0.5
+    want = a @ b
+    out = torch.empty(n, n, device="cuda")
+    fns: dict[str, Callable[[], Any]] = {"cublas": lambda: torch.mm(a, b, out=out)}
+    info = {}
+    for shape in GEMM_SHAPES:
+        name = "default" if shape is None else "x".join(map(str, shape))
+        if shape is not None:
+            fields = dict(zip(("block_rows", "block_lanes", "thread_rows", "thread_lanes", "k_stage", "stages"), shape))
+            km.sized_for_the_gpu = lambda plan, *args, _f=fields, **kw: dataclasses.replace(plan, **_f)
+        try:
+            c = torch.zeros(n, n, device="cuda")
+            compiled, rec, _, _ = _compile(torch, gemm_acc, sizes, {"A": a, "B": b, "C": c})
+            info[name] = {"max_rel_err": float((c - want).abs().max() / want.abs().max()),
+                          "resources": _resources(compiled, sizes)}
+            fns[name] = rec.replay
+        except Exception as e:  # noqa: BLE001 - a shape the printer or ptxas refuses is recorded, not fatal
+            info[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        finally:
+            km.sized_for_the_gpu = original
+    t = interleaved(torch, fns, rounds=9)
+    for name, v in info.items():
+        if name in t:
+            v["tflops"] = 2.0 * n**3 / (statistics.median(t[name]) * 1e-3) / 1e12
+            v["fraction_of_cublas"] = ratio(t, "cublas", name)
+    rows.append({"check": f"gemm {n}^3 micro-tile sweep", "shapes": info,
+                 "cublas_tflops": 2.0 * n**3 / (statistics.median(t["cublas"]) * 1e-3) / 1e12})
+    print(rows[-1]["check"], {k: round(v.get("tflops", 0), 1) for k, v in info.items()}, flush=True)
+
+
+def row_kernels(torch: Any, copy_gbps: float, rows: list[dict]) -> None:
+    """softmax and layernorm at two sizes, and a sum to a scalar, as % of the copy bandwidth."""
+    F = torch.nn.functional
+    cases = []
+    for r, d in ((8192, 1024), (16384, 4096)):
+        cases.append(("softmax", {"R": r, "D": d}, lambda x: torch.softmax(x, dim=-1)))
+        cases.append(("layernorm", {"R": r, "D": d}, lambda x, gamma, beta: F.layer_norm(x, x.shape[-1:], gamma, beta, 1e-5)))
+    cases.append(("total", {"N": 1 << 26}, lambda x: x.sum()))
+    for name, sizes, peer in cases:
+        prog = _total() if name == "total" else BY_NAME[name].program()
+        ins = {}
+        for arg in prog.arguments:
+            arr = prog.arrays[arg]
+            shape = arr.concrete_shape(sizes)
+            ins[arg] = (torch.rand(shape, device="cuda") * 8 - 4) if arr.role == "input" else torch.zeros(shape, device="cuda")
+        inputs = {k: v for k, v in ins.items() if prog.arrays[k].role == "input"}
+        compiled, rec, seconds, values = _compile(torch, prog, sizes, ins)
+        out_name = next(k for k in prog.arguments if prog.arrays[k].role != "input")
+        want = peer(**inputs)
+        err = float((ins[out_name] - want).abs().max() / want.abs().max().clamp_min(1e-30))
+        nbytes = sum(v.numel() * v.element_size() for v in ins.values())
+        t = interleaved(torch, {"kernels": rec.replay, "call": lambda: compiled.function(*values), "torch": lambda: peer(**inputs)})
+        med = {k: statistics.median(v) for k, v in t.items()}
+        rows.append({"check": f"{name} {sizes}", "sizes": sizes, "compile_s": seconds, "max_rel_err": err, "ms": med,
+                     "pct_of_copy": {k: 100 * nbytes / (v * 1e-3) / 1e9 / copy_gbps for k, v in med.items()},
+                     "torch_over_polyfuse": ratio(t, "torch", "kernels"), "kernels": len(compiled.schedule.kernels),
+                     "launches": len(rec.launches), "resources": _resources(compiled, sizes)})
+        print(rows[-1]["check"], {k: round(v, 1) for k, v in rows[-1]["pct_of_copy"].items()}, flush=True)
+
+
+def _table(results: dict) -> str:
+    lines = [f"# Issue 12 on {results['device']}", "",
+             f"Device-to-device copy: {results['copy_GBps']:.0f} GB/s (bytes read + written), same run.", "",
+             "| check | polyfuse kernels | polyfuse call | peer | ratio (median, min..max) |", "|---|---:|---:|---:|---|"]
+    for r in results["rows"]:
+        if "tflops" in r and "fraction_of_cublas" in r:
+            f = r["fraction_of_cublas"]
+            lines.append(f"| {r['check']} | {r['tflops']['kernels']:.1f} TFLOP/s | {r['tflops']['call']:.1f} TFLOP/s | "
+                         f"cuBLAS {r['tflops']['cublas']:.1f} (TF32 {r['tflops']['cublas_tf32']:.1f}) | "
+                         f"{f['median']:.2f} of cuBLAS ({f['min']:.2f}..{f['max']:.2f}) |")
+        elif "pct_of_copy" in r:
+            p, f = r["pct_of_copy"], r["torch_over_polyfuse"]
+            lines.append(f"| {r['check']} | {p['kernels']:.0f} % of copy | {p['call']:.0f} % | torch {p['torch']:.0f} % | "
+                         f"torch / polyfuse {f['median']:.2f} ({f['min']:.2f}..{f['max']:.2f}) |")
+        elif "shapes" in r:
+            for name, v in r["shapes"].items():
+                regs = [x.get("registers") for x in v.get("resources", []) if "registers" in x]
+                what = f"{v['tflops']:.1f} TFLOP/s, {v['fraction_of_cublas']['median']:.2f} of cuBLAS" if "tflops" in v else v.get("error", "")
+                lines.append(f"| sweep {name} | {what} | registers {regs} | cuBLAS {r['cublas_tflops']:.1f} | |")
+    return "\n".join(lines) + "\n"
+
+
+def run(out: Path, sweep: bool = True) -> dict:
+    import torch  # noqa: PLC0415 - the GPU benchmark's own dependency
+
+    rows: list[dict] = []
+    copy = copy_bandwidth(torch)
+    print(f"copy {copy:.0f} GB/s", flush=True)
+    results = {"benchmark": "cuda_acceptance", "device": torch.cuda.get_device_name(), "copy_GBps": copy, "machine": machine(),
+               "torch": torch.__version__, "rows": rows}
+    out.mkdir(parents=True, exist_ok=True)
+    steps = [lambda: gemm(torch, 2048, rows), lambda: row_kernels(torch, copy, rows)]
+    if sweep:
+        steps += [lambda: gemm_sweep(torch, 2048, rows), lambda: gemm(torch, 4096, rows)]
+    for step in steps:
+        try:
+            step()
+        except Exception as e:  # noqa: BLE001 - keep what the other checks measured
+            rows.append({"check": "error", "error": f"{type(e).__name__}: {e}"[:500]})
+            print("error:", rows[-1]["error"], flush=True)
+        (out / "cuda_acceptance.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+        (out / "cuda_acceptance.md").write_text(_table(results))
+    print(_table(results))
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--no-sweep", action="store_true")
+    args = parser.parse_args()
+    run(args.out, sweep=not args.no_sweep)
