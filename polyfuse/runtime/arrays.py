@@ -18,6 +18,7 @@ object. Whether the view fits (dtype, shape, strides, writeability) is checked a
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +61,7 @@ class DeviceArray:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -132,7 +133,7 @@ def _device(name: str, array: DeviceArray, device_arrays: bool) -> DeviceArray:
 def _is_c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...] | None, itemsize: int) -> bool:
     """Whether ``strides`` (bytes; None means C order) describe a C-contiguous layout; axes of extent 1
     may have any stride, and an empty array is contiguous."""
-    if strides is None or int(np.prod(shape, dtype=np.int64)) <= 1:
+    if strides is None or math.prod(shape) <= 1:
         return True
     return all(s == e for s, e, n in zip(strides, c_strides(shape, itemsize), shape) if n > 1)
 

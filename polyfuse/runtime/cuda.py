@@ -9,10 +9,17 @@ arguments). numpy arrays are copied to the device once per call, and those the p
 inouts) are copied back once after the last launch; objects exposing ``__cuda_array_interface__`` (PyTorch,
 CuPy, pycuda GPUArray) are used in place after checking their dtype, shape and contiguity. Temporaries
 that are not registers get device buffers, allocated once per set of sizes.
+
+Kernels go to the legacy default stream, the one PyTorch and CuPy use unless told otherwise, so work on
+device arrays is ordered with theirs. A call that copies nothing back returns once its kernels are queued,
+as a PyTorch operation does (synchronise, or read a result, before timing it on the host); a call with
+numpy outputs returns after copying them back. The sequence of launches (kernel, grid, block, host
+iterators) depends on the sizes only and is worked out once per set of sizes.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -23,6 +30,7 @@ import numpy as np
 from polyfuse.codegen.code import Code
 from polyfuse.codegen.host_plan import HostPlan, KernelArg, Launch, run_host_plan
 from polyfuse.errors import CodegenError, RuntimeUnavailable, ShapeError
+from polyfuse.runtime.arrays import DeviceArray
 from polyfuse.schedule.model import Schedule
 
 NVCC_OPTIONS = ("-O3", "-std=c++17")
@@ -116,6 +124,8 @@ class CudaProgram:
                 fn.prepare("".join(_format(a) for a in launch.args))
                 self._functions[launch.kernel] = fn
         self._temporaries: dict[tuple, dict[str, Any]] = {}
+        self._schedules: dict[tuple, list[tuple[Launch, tuple[int, int, int], tuple[int, int, int], dict[str, int]]]] = {}
+        self._long: set[tuple] = set()  # sizes whose launch sequence is too long to keep
 
     def __call__(self, *values: Any, timer: Callable[[str, float], None] | None = None) -> None:
         """Run on ``values`` in ``code.signature`` order. With ``timer`` (``exe.profile``), every launch is
@@ -129,6 +139,7 @@ class CudaProgram:
         scalars = {a.name: v for a, v in zip(signature, values) if a.kind == "scalar"}
         pointers: dict[str, Any] = {}
         copies: list[tuple[np.ndarray, Any]] = []
+        uploaded = False  # device buffers of numpy arguments, freed on return: wait for the kernels first
         for a, v in zip(signature, values):
             if a.kind != "array":
                 continue
@@ -142,6 +153,7 @@ class CudaProgram:
                     raise ShapeError(f"argument {a.name!r}: expected a C-contiguous {np.dtype(a.dtype.numpy).name} {shape}, got {v.dtype.name} {v.shape}")
                 buf = drv.mem_alloc(max(v.nbytes, 1))
                 drv.memcpy_htod(buf, v)
+                uploaded = True
                 pointers[a.name] = buf
                 if self._writes(a.name):
                     copies.append((v, buf))
@@ -149,22 +161,52 @@ class CudaProgram:
                 raise ShapeError(f"argument {a.name!r}: expected a numpy array or a device array, got {type(v).__name__}")
         pointers.update(self._temps(sizes))
 
-        def launch(step: Launch, grid: tuple[int, ...], block: tuple[int, ...], env: Mapping[str, int]) -> None:
-            _check_extents(step, grid, block)
+        def launch(step: Launch, grid: tuple[int, int, int], block: tuple[int, int, int], env: Mapping[str, int]) -> None:
             args = [_argument(a, pointers, scalars, env) for a in step.args]
             if timer is None:
-                self._functions[step.kernel].prepared_call(_pad3(grid), _pad3(block), *args)
+                self._functions[step.kernel].prepared_call(grid, block, *args)
                 return
             drv.Context.synchronize()
             start = time.perf_counter()
-            self._functions[step.kernel].prepared_call(_pad3(grid), _pad3(block), *args)
+            self._functions[step.kernel].prepared_call(grid, block, *args)
             drv.Context.synchronize()
             timer(step.kernel, time.perf_counter() - start)
 
-        run_host_plan(self.plan, launch, sizes)
+        self._each_launch(sizes, launch)
         for host, buf in copies:
             drv.memcpy_dtoh(host, buf)  # synchronises with the launches before it
-        drv.Context.synchronize()
+        if uploaded and not copies:
+            drv.Context.synchronize()
+
+    MAX_REMEMBERED_LAUNCHES = 1 << 14
+    """Launch sequences up to this long are kept per set of sizes; a longer one (a time loop of many steps
+    around its kernels) is worked out again by the host plan at each call rather than held in memory."""
+
+    def _each_launch(self, sizes: Mapping[str, int], launch: Callable[..., None]) -> None:
+        """Call ``launch(launch, grid, block, host iterators)`` for every launch at ``sizes``, in order."""
+        key = tuple(sorted(sizes.items()))
+        known = self._schedules.get(key)
+        if known is None and key not in self._long:
+            found: list = []
+
+            def note(step: Launch, grid: tuple[int, ...], block: tuple[int, ...], env: Mapping[str, int]) -> None:
+                _check_extents(step, grid, block)
+                if len(found) <= self.MAX_REMEMBERED_LAUNCHES:
+                    found.append((step, _pad3(grid), _pad3(block), dict(env)))
+
+            if run_host_plan(self.plan, note, sizes) <= self.MAX_REMEMBERED_LAUNCHES:
+                known = self._schedules[key] = found
+            else:
+                self._long.add(key)
+        if known is None:
+            def checked(step: Launch, grid: tuple[int, ...], block: tuple[int, ...], env: Mapping[str, int]) -> None:
+                _check_extents(step, grid, block)
+                launch(step, _pad3(grid), _pad3(block), env)
+
+            run_host_plan(self.plan, checked, sizes)
+            return
+        for step, grid, block, env in known:
+            launch(step, grid, block, env)
 
     def _writes(self, name: str) -> bool:
         return any(a.name == name and a.written for la in self.plan.launches() for a in la.args)
@@ -207,12 +249,14 @@ def _pad3(extents: Sequence[int]) -> tuple[int, int, int]:
 
 
 def _check_extents(step: Launch, grid: tuple[int, ...], block: tuple[int, ...]) -> None:
-    if len(grid) > 3 or len(block) > 3 or int(np.prod(block)) > MAX_THREADS or any(g > m for g, m in zip(grid, MAX_GRID)):
+    if len(grid) > 3 or len(block) > 3 or math.prod(block) > MAX_THREADS or any(g > m for g, m in zip(grid, MAX_GRID)):
         raise CodegenError(f"kernel {step.kernel}: launch grid {grid} block {block} exceeds CUDA's limits")
 
 
 def _device_pointer(name: str, value: Any, dtype: np.dtype, shape: tuple[int, ...]) -> int:
     """The device address of a ``__cuda_array_interface__`` array, after checking it matches."""
+    if type(value) is DeviceArray and value.dtype == dtype and value.shape == shape and value.c_contiguous:
+        return value.pointer  # (read and checked by the binder already)
     iface = value.__cuda_array_interface__
     got_shape = tuple(int(s) for s in iface["shape"])
     got_dtype = np.dtype(iface["typestr"])
@@ -220,7 +264,7 @@ def _device_pointer(name: str, value: Any, dtype: np.dtype, shape: tuple[int, ..
         raise ShapeError(f"argument {name!r}: expected a device array {dtype.name} {shape}, got {got_dtype.name} {got_shape}")
     strides = iface.get("strides")
     if strides is not None:
-        expected = tuple(int(np.prod(got_shape[k + 1 :], dtype=np.int64)) * dtype.itemsize for k in range(len(got_shape)))
+        expected = tuple(math.prod(got_shape[k + 1 :]) * dtype.itemsize for k in range(len(got_shape)))
         if any(s != e for s, e, n in zip(strides, expected, got_shape) if n > 1):
             raise ShapeError(f"argument {name!r}: expected a C-contiguous device array, got strides {tuple(strides)}")
     ptr, readonly = iface["data"]
