@@ -256,6 +256,12 @@ PF_MATH float pf_fmax_f32(float a, float b) { return a > b || b != b ? a : b; }
 PF_MATH float pf_fmin_f32(float a, float b) { return a < b || b != b ? a : b; }
 PF_MATH double pf_fmax_f64(double a, double b) { return a > b || b != b ? a : b; }
 PF_MATH double pf_fmin_f64(double a, double b) { return a < b || b != b ? a : b; }
+/* the same for an accumulator that is never NaN (a lane's copy under ``omp simd reduction(max|min:)``, which
+   starts at the operator's identity): one compare and blend, so the reduction runs at the load rate */
+PF_MATH float pf_fmax_lane_f32(float acc, float b) { return b > acc ? b : acc; }
+PF_MATH float pf_fmin_lane_f32(float acc, float b) { return b < acc ? b : acc; }
+PF_MATH double pf_fmax_lane_f64(double acc, double b) { return b > acc ? b : acc; }
+PF_MATH double pf_fmin_lane_f64(double acc, double b) { return b < acc ? b : acc; }
 """
 
 # name -> (C text, the names it needs first). A text defines every function listed with it.
@@ -281,7 +287,8 @@ BINARY = {
 }
 """Per float dtype, the C function printed for each binary intrinsic (f64 ``pow`` is libm's)."""
 
-_PART_OF = {"exp": "exp", "log": "log", "tanh": "tanh", "pow": "pow", "fmax": "minmax", "fmin": "minmax"}
+_PART_OF = {"exp": "exp", "log": "log", "tanh": "tanh", "pow": "pow", "fmax": "minmax", "fmin": "minmax",
+            "fmax_lane": "minmax", "fmin_lane": "minmax"}
 
 
 def part_of(function: str) -> str | None:
