@@ -21,8 +21,8 @@ import pytest
 import polyfuse as pf
 from examples import kernels as ex
 from polyfuse.codegen.cuda import generate_cuda
-from polyfuse.schedule.model import CYCLIC_MARK
 from polyfuse.schedule.mapping.rows import block_size
+from polyfuse.schedule.model import CYCLIC_MARK
 from tests.test_codegen_cuda import _unit, build_emulator, emulate
 
 R, C = pf.params("R C")

@@ -50,6 +50,8 @@ from polyfuse.codegen.host_plan import KernelArg, Launch, host_plan_from_ast, ma
 from polyfuse.errors import CodegenError, warn
 from polyfuse.ir.expr import ScalarArg
 from polyfuse.ir.program import Array, Program
+from polyfuse.schedule.deps import dependences_of, union_of
+from polyfuse.schedule.mapping.kernels import flat_depth
 from polyfuse.schedule.mapping.vector_sums import LANES, SLICES
 from polyfuse.schedule.model import BLOCK_MARK, CYCLIC_MARK, GRID_MARK, KERNEL_MARK, REDUCE_MARK, SYNC_MARK, Kernel, Schedule
 from polyfuse.types import SizeExpr
@@ -308,7 +310,7 @@ def generate_cuda(sched: Schedule) -> Code:
     mapping = mapping_info(tree)  # from the compute tree: isl cannot take domains below extension nodes
     promotion = sched.promotion
     buffers = {b.name: b for b in promotion.buffers} if promotion is not None else {}
-    private = frozenset(sched.contracted) | _register_scalars(program, sched.kernels)
+    private = frozenset(sched.contracted) | _register_scalars(program, sched)
     private |= {n for n, b in buffers.items() if b.space == "register"}
     dialect = CudaDialect(program.arrays, private, {n: b.shape for n, b in buffers.items() if b.space == "shared"})
     if promotion is not None:  # the same tree plus copy and barrier statements (schedule/movement/promotion.py)
@@ -490,16 +492,60 @@ def _kernel_source(fname: str, kernel: Kernel, args: Sequence[KernelArg], printe
     return "\n".join([*header, sig, "{", *registers, *printer.lines, "}", ""])
 
 
-def _register_scalars(program: Program, kernels: Sequence[Kernel]) -> frozenset[str]:
-    """0-d temporaries whose statements all lie in one kernel: they live in a register of that kernel."""
+def _register_scalars(program: Program, sched: Schedule) -> frozenset[str]:
+    """0-d temporaries whose statements all lie in one kernel and whose values never flow from one launch
+    of it to another (a host loop around the kernel launches it once per iteration, and a register does
+    not outlive its launch): they live in a register of that kernel."""
     owners: dict[str, set[str]] = {}
-    for k in kernels:
+    for k in sched.kernels:
         for s in k.statements:
             for a in program.statement(s).accesses:
                 owners.setdefault(a.array, set()).add(k.name)
-    return frozenset(
-        n for n, a in program.arrays.items() if a.role == "temp" and a.ndim == 0 and len(owners.get(n, ())) <= 1
-    )
+    candidates = [n for n, a in program.arrays.items() if a.role == "temp" and a.ndim == 0 and len(owners.get(n, ())) <= 1]
+    if not candidates:
+        return frozenset()
+    launched = _launch_prefixes(sched.tree)
+    deps = dependences_of(program)
+    out = set()
+    for name in candidates:
+        kernel = next(iter(owners.get(name, ())), None)
+        prefix = launched.get(kernel)
+        flow = union_of(deps, ("flow",), arrays=(name,), space=program.context.get_space())
+        if prefix is None or flow.is_empty():
+            out.add(name)
+            continue
+        images = flow.apply_domain(prefix).apply_range(prefix)
+        if images.is_subset(images.domain().identity()):
+            out.add(name)
+    return frozenset(out)
+
+
+def _launch_prefixes(tree: isl.Schedule) -> dict[str, isl.UnionMap]:
+    """For each kernel under a host loop, the map from its statement instances to the schedule dimensions
+    above its kernel mark (host iterators and sequence positions): one value per launch."""
+    flat = tree.get_map()
+    out: dict[str, isl.UnionMap] = {}
+
+    def visit(node: isl.ScheduleNode) -> bool:
+        if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == KERNEL_MARK:
+            kernel = node.mark_get_id().user
+            depth = flat_depth(node)
+            if depth and isinstance(kernel, Kernel):
+                mine = flat.intersect_domain(node.get_domain())
+                maps: list[isl.Map] = []
+                mine.foreach_map(maps.append)
+                prefix = None
+                for m in maps:
+                    n = m.dim(isl.dim_type.out)
+                    u = isl.UnionMap.from_map(m.project_out(isl.dim_type.out, depth, n - depth) if n > depth else m)
+                    prefix = u if prefix is None else prefix.union(u)
+                if prefix is not None:
+                    out[kernel.name] = prefix
+            return False
+        return True
+
+    tree.get_root().foreach_descendant_top_down(visit)
+    return out
 
 
 def _size_context(program: Program, params: Mapping[str, int]) -> isl.Set | None:

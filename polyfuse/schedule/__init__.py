@@ -324,6 +324,11 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
         key = (len(sched.kernels), sequential, n) if fusion == "max" else (sequential, len(sched.kernels), n)
         done.append((key, Variant(sched, tuple(log), base, view)))
     if not done:
+        if schedule is None and fusion != "none":
+            # isl's tree under this policy broke a dependence after every relaxation (a bug of ours that
+            # the legality check caught): the source order is legal by construction
+            warn(f"{prog.name}: fusion={fusion!r} gave no legal schedule ({failures[-1]}); fell back to fusion='none'")
+            return _best(prog, deps, "none", None, target, label, tile, params, search, limits, budget, parallel)
         raise failures[-1]
     return min(done, key=lambda kv: kv[0])[1]
 
