@@ -54,6 +54,7 @@ from polyfuse.schedule.deps import dependences_of, union_of
 from polyfuse.schedule.mapping.kernels import flat_depth
 from polyfuse.schedule.mapping.vector_sums import LANES, SLICES
 from polyfuse.schedule.model import BLOCK_MARK, CYCLIC_MARK, GRID_MARK, KERNEL_MARK, REDUCE_MARK, SYNC_MARK, Kernel, Schedule
+from polyfuse.schedule.privatize import flows_within, schedule_prefix
 from polyfuse.types import SizeExpr
 
 AXES = ("x", "y", "z")
@@ -514,8 +515,7 @@ def _register_scalars(program: Program, sched: Schedule) -> frozenset[str]:
         if prefix is None or flow.is_empty():
             out.add(name)
             continue
-        images = flow.apply_domain(prefix).apply_range(prefix)
-        if images.is_subset(images.domain().identity()):
+        if flows_within(flow, prefix):
             out.add(name)
     return frozenset(out)
 
@@ -531,14 +531,7 @@ def _launch_prefixes(tree: isl.Schedule) -> dict[str, isl.UnionMap]:
             kernel = node.mark_get_id().user
             depth = flat_depth(node)
             if depth and isinstance(kernel, Kernel):
-                mine = flat.intersect_domain(node.get_domain())
-                maps: list[isl.Map] = []
-                mine.foreach_map(maps.append)
-                prefix = None
-                for m in maps:
-                    n = m.dim(isl.dim_type.out)
-                    u = isl.UnionMap.from_map(m.project_out(isl.dim_type.out, depth, n - depth) if n > depth else m)
-                    prefix = u if prefix is None else prefix.union(u)
+                prefix = schedule_prefix(flat.intersect_domain(node.get_domain()), depth)
                 if prefix is not None:
                     out[kernel.name] = prefix
             return False

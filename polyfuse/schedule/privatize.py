@@ -59,7 +59,7 @@ def contract(prog: Program, tree: isl.Schedule, kernels: tuple[KernelInfo, ...],
         p = maps[0]
         for m in maps[1:]:
             p = p.union(m)
-        if _within(flow, p):  # (no value crosses from one kernel to another)
+        if flows_within(flow, p):  # (no value crosses from one kernel to another)
             out[x] = p
     return out
 
@@ -78,19 +78,19 @@ def _home_map(prog: Program, flat: isl.UnionMap, home: KernelInfo, users: set[st
     # fewer), condition 2 from some depth on (fewer accesses per deeper iteration): the deepest depth that
     # works is d* when condition 2 holds there, else there is none. d* by bisection.
     lo, hi = home.flat_depth, _width(f)
-    if lo > hi or not _within(flow, _truncate(f, lo)):
+    if lo > hi or not flows_within(flow, schedule_prefix(f, lo)):
         return None
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if _within(flow, _truncate(f, mid)):
+        if flows_within(flow, schedule_prefix(f, mid)):
             lo = mid
         else:
             hi = mid - 1
-    p = _truncate(f, lo)
+    p = schedule_prefix(f, lo)
     return p if p.reverse().apply_range(acc).is_single_valued() else None
 
 
-def _within(flow: isl.UnionMap, p: isl.UnionMap) -> bool:
+def flows_within(flow: isl.UnionMap, p: isl.UnionMap) -> bool:
     """Whether every pair of ``flow`` has equal ``p`` values: ``flow`` within ``{ s -> t : p(s) = p(t) }``,
     asked on the images ``p(s) -> p(t)`` (building that relation pairs every two statements of ``p``)."""
     images = flow.apply_domain(p).apply_range(p)
@@ -113,7 +113,8 @@ def _width(umap: isl.UnionMap) -> int:
     return max((m.dim(isl.dim_type.out) for m in maps), default=0)
 
 
-def _truncate(umap: isl.UnionMap, d: int) -> isl.UnionMap:
+def schedule_prefix(umap: isl.UnionMap, d: int) -> isl.UnionMap:
+    """``umap`` (a flattened schedule) with only its first ``d`` output dimensions."""
     maps: list[isl.Map] = []
     umap.foreach_map(maps.append)
     out = None
