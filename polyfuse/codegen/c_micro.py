@@ -190,8 +190,9 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
     return lines
 
 
-def _row_shifted(text: str, row: str, r: int) -> str:
-    """The C expression ``text`` (a bound printed for the tile's first row ``row``) for row ``row + r``."""
+def _row_shifted(text: str, row: str, r: int | str) -> str:
+    """The C expression ``text`` (a bound printed for the tile's first row ``row``) for row ``row + r``
+    (``r`` a number or the name of a C variable)."""
     return re.sub(rf"\b{re.escape(row)}\b", f"({row} + {r})", text) if r else text
 
 
@@ -242,13 +243,16 @@ class _Kernel:
         out = [_pad(d, f"int64_t {i} = {self.rows.init};"),
                _pad(d, f"for (; {i} + {mr - 1} <= {self.rows.last}; {i} += {mr}) {{"),
                _pad(d + 1, f"const int64_t {lo} = {common_lo}, {hi} = {common_hi};")]
-        for r in range(mr):  # each row's lanes before lo and after hi
-            row = f"({i} + {r})" if r else i
-            first, last = at(self.lane.init, r), at(self.lane.last, r)
-            for start, stop in ((first, f"polyfuse_min({last}, {lo} - 1)"), (f"polyfuse_max(polyfuse_max({first}, {lo}), {hi} + 1)", last)):
-                out += [_pad(d + 1, f"for (int64_t {j} = {start}; {j} <= {stop}; {j} += 1) {{"),
-                        *self._tile(d + 2, 1, 0, row, j),
-                        _pad(d + 1, "}")]
+        # each row's lanes before lo and after hi, one row at a time (a loop over the group's rows, not
+        # MR copies: scalar edges, and MR copies of them cost gcc more time than the tiles themselves)
+        row = f"({i} + r_)"
+        first, last = _row_shifted(self.lane.init, i, "r_"), _row_shifted(self.lane.last, i, "r_")
+        out.append(_pad(d + 1, f"for (int64_t r_ = 0; r_ < {mr}; r_ += 1) {{"))
+        for start, stop in ((first, f"polyfuse_min({last}, {lo} - 1)"), (f"polyfuse_max(polyfuse_max({first}, {lo}), {hi} + 1)", last)):
+            out += [_pad(d + 2, f"for (int64_t {j} = {start}; {j} <= {stop}; {j} += 1) {{"),
+                    *self._tile(d + 3, 1, 0, row, j),
+                    _pad(d + 2, "}")]
+        out.append(_pad(d + 1, "}"))
         out += [_pad(d + 1, f"int64_t {j} = {lo};"), *self._strips(d + 1, mr, i, j, hi), _pad(d, "}"),
                 _pad(d, f"for (; {i} <= {self.rows.last}; {i} += 1) {{"),
                 _pad(d + 1, f"int64_t {j} = {self.lane.init};"), *self._strips(d + 1, 1, i, j, self.lane.last), _pad(d, "}")]
