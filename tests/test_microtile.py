@@ -58,7 +58,7 @@ def test_matmul_gets_a_register_tile_with_its_initialisation_hoisted():
 
 @pytest.mark.parametrize("sizes", [(1, 1, 1), (7, 37, 129), (129, 7, 37), (37, 129, 7), (61, 300, 50),
                                    (203, 517, 37),  # several row and k cache tiles, the last ones partial
-                                   (13, 29, 61)])  # every remainder: MR/2 rows, one row; a vector, half one, lanes
+                                   (13, 29, 61)])  # every remainder: single rows; a vector, half one, lanes
 @pytest.mark.parametrize("dtype", [pf.f32, pf.f64])
 def test_matmul_remainders_match_numpy(sizes, dtype):
     m, k, n = sizes

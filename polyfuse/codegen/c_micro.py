@@ -275,7 +275,8 @@ class _Kernel:
     def rectangle_lines(self, d: int) -> list[str]:
         """Lanes outermost (a ``k x NR`` panel of the lane operand stays in L1 while the row groups pass),
         then row groups of ``MR``, then the remainders: one full vector of lanes, then half a vector, then
-        one lane at a time; ``MR / 2`` rows, then one row at a time."""
+        one lane at a time; the rows left after the groups one at a time (no ``MR / 2``-row tile: the same
+        run time, A/B at PolyBench MEDIUM, and a sixth less C for gcc to optimise: gemm 0.26 -> 0.22 s)."""
         i, j = (self.rows.name if self.rows is not None else ""), f"{self.lane.name}_"
         width = f"{self.nr} * {self.vl}"
         out = [_pad(d, f"int64_t {j} = {self.lane.init};"),
@@ -351,7 +352,7 @@ class _Kernel:
         if self.rows is None:  # a row-less tile: the one row of this launch
             return self._tile(d + 1, 1, n_vec, "", j)
         out = [_pad(d, f"int64_t {i} = {self.rows.init};")]
-        for n_rows in sorted({self.mr, max(1, self.mr // 2), 1}, reverse=True):
+        for n_rows in sorted({self.mr, 1}, reverse=True):
             out += [_pad(d, f"for (; {i} + {n_rows - 1} <= {self.rows.last}; {i} += {n_rows}) {{"),
                     *self._tile(d + 1, n_rows, n_vec, i, j),
                     _pad(d, "}")]
