@@ -206,12 +206,12 @@ def isl_tree(
     annotate_view = view
     if not relax:
         view = DepView(view.deps, view.temps, view.space, privatize=False)
-    temp_order = view.union(("anti", "output"), arrays=view.temps)
-    validity = flow.union(view.union(("anti", "output"), exclude=view.temps))
+    temp_order = detached(view.union(("anti", "output"), arrays=view.temps))
+    validity = detached(flow.union(view.union(("anti", "output"), exclude=view.temps)))
     sc = isl.ScheduleConstraints.on_domain(dom)
-    sc = sc.set_validity(validity).set_proximity(flow).set_coincidence(validity)
+    sc = sc.set_validity(validity).set_proximity(detached(flow)).set_coincidence(validity)
     if view.privatize and not temp_order.is_empty():
-        sc = sc.set_conditional_validity(view.union(("flow",), arrays=view.temps), temp_order)
+        sc = sc.set_conditional_validity(detached(view.union(("flow",), arrays=view.temps)), temp_order)
     try:
         tree = budget.compute(sc.set_context(prog.context), _OPTIONS[fusion])
         sc = sc.set_context(prog.context)
@@ -224,6 +224,31 @@ def isl_tree(
         tree = _whole_if_fewer_kernels(prog, sc, tree, annotate_view, budget)
     trees[key] = tree
     return tree
+
+
+def detached(relation: isl.UnionMap) -> isl.UnionMap:
+    """``relation`` with every basic map copied (adding the constraint ``0 >= 0`` makes isl copy each shared
+    one), for isl's schedule constraints. Handed the union of a pair's flow, anti and output dependences
+    as they were, ``set_validity`` changed what the dependence maps themselves mean: afterwards the anti
+    dependence of ``tests/regressions/test_fuzz_dcf393d737.py`` held pairs it did not (its ``mod 3``
+    constraints gone, while the constraints given to isl kept them), and the legality check then rejected
+    every ``fusion='min'`` tree for a dependence that does not exist. The dependences are computed once per
+    program and read by every later pass, so isl's scheduler must never share them."""
+    maps: list[isl.Map] = []
+    relation.foreach_map(maps.append)
+    if not any(_has_divs(m) for m in maps):
+        return relation  # (only integer divisions were seen to go: copying the others costs isl time, deriche 9 %)
+    out = isl.UnionMap.empty(relation.get_space())
+    for m in maps:
+        if _has_divs(m):
+            m = m.add_constraint(isl.Constraint.alloc_inequality(isl.LocalSpace.from_space(m.get_space())))  # 0 >= 0
+        out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def _has_divs(m: isl.Map) -> bool:
+    """Whether some basic map of ``m`` has an integer division (a ``mod`` or ``floor``)."""
+    return any(b.dim(isl.dim_type.div) for b in m.get_basic_maps())
 
 
 def _tree_key(fusion: str, view: DepView, domain: isl.UnionSet | None, relax: bool, budget: IslBudget) -> tuple:

@@ -40,7 +40,7 @@ from polyfuse.errors import IllegalTransformError, PolyfuseError
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, maps_union, single_affs
 from polyfuse.schedule.fusion.locality import strided_walks
-from polyfuse.schedule.fusion.scheduler import BudgetExhausted, IslBudget, SchedulerFailed, annotated
+from polyfuse.schedule.fusion.scheduler import BudgetExhausted, IslBudget, SchedulerFailed, annotated, detached
 from polyfuse.schedule.fusion.smart import counted_microtiles
 from polyfuse.schedule.model import ONE_KERNEL_MARK, ROWS_FUSED, Schedule
 
@@ -98,9 +98,9 @@ def fused_steps(prog: Program, view: DepView, budget: IslBudget) -> isl.Schedule
     project = maps_union([_drop_first(prog.statement(n).domain) for n in names])
     validity = _same_step(view.union(("flow", "anti", "output")))
     body = isl.ScheduleConstraints.on_domain(prog.domains.apply(project)).set_context(prog.context)
-    body = body.set_validity(validity.apply_domain(project).apply_range(project))
+    body = body.set_validity(detached(validity.apply_domain(project).apply_range(project)))  # (detached: see there)
     body = body.set_coincidence(body.get_validity())
-    body = body.set_proximity(_same_step(view.union(("flow",))).apply_domain(project).apply_range(project))
+    body = body.set_proximity(detached(_same_step(view.union(("flow",))).apply_domain(project).apply_range(project)))
     step = budget.compute(body, STEP_OPTIONS)
     node = step.get_root().child(0)
     if node.get_type() != isl.schedule_node_type.band:
