@@ -77,6 +77,21 @@ def test_corrupt_entry_is_rebuilt(cache_dir, compiler_runs):
     assert entry.stat().st_size > 1000
 
 
+def test_extra_flags_reach_the_compiler_and_the_cache_key(cache_dir, compiler_runs, monkeypatch):
+    """``$POLYFUSE_CFLAGS``: its words are appended to the compiler's flags, and a library built with other
+    flags is another cache entry (never a stale hit)."""
+    text = "int polyfuse_cache_test_flags(void) { return PF_TEST_VALUE; }\n"
+    monkeypatch.setenv(cpu.EXTRA_FLAGS_VARIABLE, "-DPF_TEST_VALUE=3")
+    assert cpu.compiler_flags(cpu.compiler())[-1] == "-DPF_TEST_VALUE=3"
+    assert cpu.load_library(text).polyfuse_cache_test_flags() == 3
+    monkeypatch.setenv(cpu.EXTRA_FLAGS_VARIABLE, "-DPF_TEST_VALUE=4 -O2")
+    assert cpu.load_library(text).polyfuse_cache_test_flags() == 4
+    assert len(compiler_runs) == 2
+    monkeypatch.setenv(cpu.EXTRA_FLAGS_VARIABLE, "-fno-such-flag-polyfuse")
+    with pytest.raises(CodegenError, match="fno-such-flag-polyfuse"):
+        cpu.load_library(text)
+
+
 def test_compiler_error_is_a_codegen_error_with_stderr(cache_dir):
     with pytest.raises(CodegenError, match="undeclared|error"):
         cpu.load_library("int f(void) { return undeclared_name; }\n")

@@ -4,7 +4,8 @@ All use of the C compiler and of ctypes is here. Shared libraries go through the
 (:mod:`polyfuse.runtime.cache`), so a program compiled once is loaded from disk by later processes.
 The compiler is ``$CC`` when set, else ``cc``; the flags are ``-O3 -march=native -fopenmp -shared -fPIC
 -std=c99 -fno-math-errno -fno-trapping-math``, minus ``-march=native`` where the compiler rejects it (probed
-once per process).
+once per process), plus the words of ``$POLYFUSE_CFLAGS`` when set (e.g. ``-g``; the compile cache keys on
+them).
 
 The last two let GCC vectorise loops that call the math functions of :mod:`polyfuse.codegen.c_math` or
 ``sqrt``, and loops with selects: ``-fno-math-errno`` because nothing reads ``errno``, and
@@ -18,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -70,9 +72,17 @@ def compiler_identity(cc: str) -> str:
     return f"{cc}\n{out.splitlines()[0] if out else ''}"
 
 
-@lru_cache(maxsize=None)
 def compiler_flags(cc: str) -> tuple[str, ...]:
-    """The flags used with ``cc``: the base set, with ``-march=native`` when the compiler accepts it."""
+    """The flags used with ``cc``: the base set, with ``-march=native`` when the compiler accepts it, then
+    the words of ``$POLYFUSE_CFLAGS`` (read at each compilation; part of the compile-cache key)."""
+    return (*_probed_flags(cc), *shlex.split(os.environ.get(EXTRA_FLAGS_VARIABLE, "")))
+
+
+EXTRA_FLAGS_VARIABLE = "POLYFUSE_CFLAGS"
+
+
+@lru_cache(maxsize=None)
+def _probed_flags(cc: str) -> tuple[str, ...]:
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "probe.c"
         src.write_text("int polyfuse_probe(void) { return 0; }\n")

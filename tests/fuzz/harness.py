@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,13 +124,44 @@ class Variant:
 
 
 def c_variants(prog: pf.Program, sizes: Mapping[str, int], configs: Iterable[tuple[str, Any]]) -> list[Variant]:
-    """Schedule and generate C for every ``(fusion, tile)``, specialised to ``sizes`` as Executable does."""
+    """Schedule and generate C for every ``(fusion, tile)``, specialised to ``sizes`` as Executable does.
+
+    Two faults that give no wrong result are failures here too: a policy that found no legal schedule
+    (``pf.schedule`` then falls back to the source order with a warning: a bug of the scheduler that the
+    legality check caught), and a dependence relation whose meaning changed while the variants were
+    scheduled (isl must never be handed the maps every pass reads: ``scheduler.detached``)."""
     params = {p: sizes[p] for p in prog.params}
+    before = _dependence_texts(prog)
     out = []
     for fusion, tile in configs:
-        sched = pf.schedule(prog, target="c", fusion=fusion, tile=tile, params=params)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sched = pf.schedule(prog, target="c", fusion=fusion, tile=tile, params=params)
+        for w in caught:
+            if "gave no legal schedule" in str(w.message):
+                raise AssertionError(f"{prog.name} fusion={fusion} tile={tile} sizes={sizes}: {w.message}")
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)  # (the others as they were)
         out.append(Variant(f"{fusion}_{tile or 'none'}".replace("auto", "a"), fusion, tile, pf.codegen(sched)))
+    _check_dependences_kept(prog, before)
     return out
+
+
+def _dependence_texts(prog: pf.Program) -> list[tuple[str, str, str, str, str]]:
+    from polyfuse.schedule.deps import dependences_of  # noqa: PLC0415
+
+    return [(d.kind, d.source, d.sink, d.array, d.relation.to_str()) for d in dependences_of(prog)]
+
+
+def _check_dependences_kept(prog: pf.Program, before: Sequence[tuple[str, str, str, str, str]]) -> None:
+    """Raise AssertionError when a dependence of ``prog`` no longer means what it meant in ``before``."""
+    import islpy as isl  # noqa: PLC0415
+
+    from polyfuse.schedule.deps import dependences_of  # noqa: PLC0415
+
+    for (kind, source, sink, array, text), dep in zip(before, dependences_of(prog)):
+        if not dep.relation.is_equal(isl.Map.read_from_str(dep.relation.get_ctx(), text)):
+            raise AssertionError(f"{prog.name}: the {kind} dependence {source} -> {sink} on {array} changed meaning "
+                                 f"while it was scheduled: {text} became {dep.relation}")
 
 
 _ENTRY = re.compile(r"^void (\w+)\(", re.M)
