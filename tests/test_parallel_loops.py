@@ -75,6 +75,30 @@ def test_two_parallel_tile_loops_are_collapsed():
     assert any("collapse(2)" in pragma for pragma, _ in _omp_loops(text))
 
 
+MEDIUM = {"gemm": {"NI": 200, "NJ": 220, "NK": 240}, "2mm": {"NI": 180, "NJ": 190, "NK": 210, "NL": 220},
+          "syrk": {"M": 200, "N": 240}, "covariance": {"M": 240, "N": 260}}  # (PolyBench/C 4.2.1's MEDIUM)
+
+
+@pytest.mark.parametrize("name", sorted(MEDIUM))
+def test_collapse_joins_only_the_band_s_two_parallel_members(name):
+    """At PolyBench's MEDIUM sizes isl elides the lane tile loop of these contractions (fewer lanes than one
+    tile), so the loop printed right inside the row tiles is the k tile loop, which carries the sum.
+    Collapsed with the row tiles, two threads updated the same rows at once (a race: 2mm's ``tmp`` came
+    out wrong in one benchmark run of ten). Every ``collapse(2)`` joins a loop and its band successor."""
+    from tests.kernels import BY_NAME
+
+    k = BY_NAME[name]
+    prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
+    params = {p: MEDIUM[name][p.upper()] for p in prog.params}
+    text = pf.codegen(pf.schedule(prog, target="c", params=params)).text
+    assert _omp_loops(text)  # (still parallel: over the row tiles)
+    lines = text.splitlines()
+    for n, line in enumerate(lines):
+        if "collapse(2)" in line:
+            outer, inner = (int(re.search(r"for \(int64_t c(\d+) =", x).group(1)) for x in lines[n + 1:n + 3])
+            assert inner == outer + 1, (line, lines[n + 1], lines[n + 2])
+
+
 def test_threads_option_sets_the_count_for_the_call_and_restores_it():
     from polyfuse.runtime import cpu
 

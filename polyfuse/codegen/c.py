@@ -489,14 +489,18 @@ class _CPrinter(ValuePrinter):
 
     def _collapsible(self, node: isl.AstNode, it: str | None) -> bool:
         """Whether the parallel loop ``node`` and the loop right inside it may share one OpenMP loop
-        (``collapse(2)``): the marked band's first two members are parallel, the two loops are perfectly
-        nested, and the inner one's bounds do not depend on the outer iterator. Then a short outer loop
+        (``collapse(2)``): the marked band's first two members are parallel, the inner loop is the second of
+        them (not a deeper loop printed right inside because isl elided that member), the two loops are
+        perfectly nested, and the inner one's bounds do not depend on the outer iterator. Then a short outer loop
         (batch 1, a tile covering a whole dimension) no longer leaves threads idle."""
         if not two(it):
             return False
         inner = node.for_get_body()
         if inner.get_type() != isl.ast_node_type.for_ or inner.for_is_degenerate():
             return False
+        if inner.for_get_iterator().get_id().get_name() != self._successor(it):
+            return False  # isl elided the band's second member (one iteration): this is a deeper loop, which
+            # may carry a dependence (2mm at MEDIUM: the k tiles of one row block ran on two threads)
         if not holds_loop(inner.for_get_body()):
             return False  # the inner loop is the innermost, the one the compiler vectorises: keep it whole
         return it not in expr_ids(inner.for_get_init()) | expr_ids(inner.for_get_cond()) | expr_ids(inner.for_get_inc())
