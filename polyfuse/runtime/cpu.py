@@ -72,13 +72,13 @@ def compiler_identity(cc: str) -> str:
     return f"{cc}\n{out.splitlines()[0] if out else ''}"
 
 
+EXTRA_FLAGS_VARIABLE = "POLYFUSE_CFLAGS"
+
+
 def compiler_flags(cc: str) -> tuple[str, ...]:
     """The flags used with ``cc``: the base set, with ``-march=native`` when the compiler accepts it, then
     the words of ``$POLYFUSE_CFLAGS`` (read at each compilation; part of the compile-cache key)."""
     return (*_probed_flags(cc), *shlex.split(os.environ.get(EXTRA_FLAGS_VARIABLE, "")))
-
-
-EXTRA_FLAGS_VARIABLE = "POLYFUSE_CFLAGS"
 
 
 @lru_cache(maxsize=None)

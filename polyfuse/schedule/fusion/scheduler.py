@@ -239,12 +239,12 @@ def detached(relation: isl.UnionMap) -> isl.UnionMap:
     changes the representation isl's solver gets (deriche: 9 % more scheduler time)."""
     maps: list[isl.Map] = []
     relation.foreach_map(maps.append)
-    if not any(_has_divs(m) for m in maps):
+    copied = [m.add_constraint(isl.Constraint.alloc_inequality(isl.LocalSpace.from_space(m.get_space())))  # 0 >= 0
+              if _has_divs(m) else m for m in maps]
+    if all(c is m for c, m in zip(copied, maps)):
         return relation
     out = isl.UnionMap.empty(relation.get_space())
-    for m in maps:
-        if _has_divs(m):
-            m = m.add_constraint(isl.Constraint.alloc_inequality(isl.LocalSpace.from_space(m.get_space())))  # 0 >= 0
+    for m in copied:
         out = out.union(isl.UnionMap.from_map(m))
     return out
 

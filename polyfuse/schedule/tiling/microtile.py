@@ -366,8 +366,12 @@ def cache_tile_sizes(found: Contraction, n_members: int, itemsize: int, cache_by
     mc = 192 if l2 >= 1 << 20 else 96  # the Mc x Kc block of the row operand stays in L2 (192 KiB at most)
     if rows_extent:
         mr = register_rows()
-        share = -(-rows_extent // max(row_tiles, 1))
-        mc = max(mr, min(mc, -(-share // mr) * mr if even_rows else rows_extent // max(row_tiles, 1) // mr * mr))
+        tiles = max(row_tiles, 1)
+        if even_rows:  # rows per tile, rounded up to a multiple of MR
+            per_tile = -(-(-(-rows_extent // tiles)) // mr) * mr
+        else:  # rounded down
+            per_tile = rows_extent // tiles // mr * mr
+        mc = max(mr, min(mc, per_tile))
     if found.inner:  # the reductions are not tiled: a k tile loop outside the window would reorder each sum
         return (1,) * (n_members - 3 - len(found.inner)) + (mc, nc)
     return (1,) * (n_members - 3) + (mc, nc, kc)
@@ -400,13 +404,13 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     assert dims is not None
     itemsize = _itemsize(prog.arrays[stmt.write.array].dtype)
     kc = 256 if itemsize <= 4 else 128  # as cache_tile_sizes
-    lanes = extent(node, found.lane) if extent is not None and found.rows is not None and \
-        not _moves_with(stmt, dims[found.lane], dims[found.rows]) else 0
+    lanes_move = found.rows is not None and _moves_with(stmt, dims[found.lane], dims[found.rows])
+    lanes = extent(node, found.lane) if extent is not None and found.rows is not None and not lanes_move else 0
     gathered = any(stride_along(c, dims[found.lane]) == "other" for c in _read_coefficients(stmt))
     if extent is not None and found.outer_reductions and 0 < extent(node, found.reduction) <= kc and not gathered:
         inner = tuple(m for m in found.outer_reductions if 0 < extent(node, m) <= INNER_REDUCTION_EXTENT)
         found = dataclasses.replace(found, inner=inner if len(inner) == len(found.outer_reductions) else ())
-    even = found.rows is not None and not any(_moves_with(stmt, dims[m], dims[found.rows]) for m in (found.lane, found.reduction))
+    even = found.rows is not None and not lanes_move and not _moves_with(stmt, dims[found.reduction], dims[found.rows])
     node = reorder(node, found.order)
     sizes = cache_tile_sizes(found, node.band_n_member(), itemsize, cache_bytes, rows_extent, row_tiles, even)
     if len(sizes) < node.band_n_member():  # the reductions stay a band of their own below, untiled
