@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import re
 
+import islpy as isl
 import numpy as np
 import pytest
 
 import polyfuse as pf
+from polyfuse.codegen.c_openmp import two
 from polyfuse.codegen.code import Argument, Code
 
 Nb, C, H, W, F = pf.params("Nb C H W F")
@@ -97,6 +99,27 @@ def test_collapse_joins_only_the_band_s_two_parallel_members(name):
         if "collapse(2)" in line:
             outer, inner = (int(re.search(r"for \(int64_t c(\d+) =", x).group(1)) for x in lines[n + 1:n + 3])
             assert inner == outer + 1, (line, lines[n + 1], lines[n + 2])
+
+
+def test_a_printed_openmp_loop_that_would_race_is_a_compile_error(monkeypatch):
+    """The printer checks each OpenMP loop it emits against the dependences: with the session-10 rule
+    back (collapse whatever perfectly nested loop follows), 2mm at MEDIUM would collapse the row tiles
+    with the k tiles; that is now a CodegenError naming the carried dependence, not a race at run time.
+    The rule as it is passes the same check on every PolyBench-style kernel (the tests above)."""
+    from polyfuse.codegen import c as c_printer
+    from tests.kernels import BY_NAME
+
+    def collapse_any(self, node, it):
+        inner = node.for_get_body()
+        return two(it) and inner.get_type() == isl.ast_node_type.for_ and not inner.for_is_degenerate()
+
+    k = BY_NAME["2mm"]
+    prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
+    sched = pf.schedule(prog, target="c", params={p: MEDIUM["2mm"][p.upper()] for p in prog.params})
+    monkeypatch.setattr(c_printer._CPrinter, "_collapsible", collapse_any)
+    with pytest.raises(pf.CodegenError, match=r"would emit an OpenMP loop that races .*flow dependence on array 'tmp'.*"
+                                              r"carries it"):
+        pf.codegen(sched)
 
 
 def test_threads_option_sets_the_count_for_the_call_and_restores_it():

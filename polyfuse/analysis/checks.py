@@ -134,14 +134,22 @@ def _reads_without_source(prog: Program) -> dict[tuple[str, str], isl.Set] | Non
     ctx.set_max_operations(CHECK_BUDGET)
     ctx.reset_operations()
     try:
-        pairs = reads.range_map().apply_range(writes.reverse())  # [S[i] -> A[e]] -> writes of A[e]
-        earlier = reads.domain_map().apply_range(when).lex_gt_union_map(when)  # [S[i] -> A[e]] -> instances before S[i]
-        missing = reads.wrap().subtract(pairs.intersect(earlier).domain()).unwrap()
         out: dict[tuple[str, str], isl.Set] = {}
-        for m in _maps(missing):
-            key = (m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out))
-            dom = m.domain()
-            out[key] = out[key].union(dom) if key in out else dom
+        written = {s.write.array for s in prog.statements}
+        for name in sorted({a.array for s in prog.statements for a in s.accesses if a.kind != "write"}):
+            # one array at a time: the instances that come before a read are then sought among the
+            # statements that write this array only (over the whole program: quadratic in its statements)
+            r = _on_array(reads, name)
+            if name in written:
+                w = _on_array(writes, name)
+                w_when = when.intersect_domain(w.domain())
+                pairs = r.range_map().apply_range(w.reverse())  # [S[i] -> A[e]] -> writes of A[e]
+                earlier = r.domain_map().apply_range(when.intersect_domain(r.domain())).lex_gt_union_map(w_when)
+                r = r.wrap().subtract(pairs.intersect(earlier).domain()).unwrap()
+            for m in _maps(r):
+                key = (m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out))
+                dom = m.domain()
+                out[key] = out[key].union(dom) if key in out else dom
         return out
     except isl.Error:
         warnings.warn(f"{prog.filename}: {prog.name}: could not prove within {CHECK_BUDGET} isl operations that "
@@ -239,6 +247,15 @@ def _assignments(values: dict[str, int]) -> str:
 
 def _instance(stmt: Statement, iterators: str) -> str:
     return f"{stmt.name}({iterators})" if iterators else f"{stmt.name}() (its single instance)"
+
+
+def _on_array(umap: isl.UnionMap, array: str) -> isl.UnionMap:
+    """The maps of an access relation ``umap`` that reach ``array``."""
+    out = isl.UnionMap.empty(umap.get_space())
+    for m in _maps(umap):
+        if m.get_tuple_name(isl.dim_type.out) == array:
+            out = out.union(isl.UnionMap.from_map(m))
+    return out
 
 
 def _maps(umap: isl.UnionMap) -> list[isl.Map]:

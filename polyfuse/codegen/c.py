@@ -50,6 +50,7 @@ from polyfuse.codegen.c_micro import VECTOR_HELPERS, microtile_lines
 from polyfuse.codegen.c_openmp import (
     Marked,
     annotate_parallel_marks,
+    check_openmp_loop,
     element_reduction,
     holds_loop,
     holds_parallel_mark,
@@ -369,6 +370,8 @@ class _CPrinter(ValuePrinter):
             self._loop_counter += 1
             private = self._private_scalars(loop)
             collapse = " collapse(2)" if not private and it == parallel and self._collapsible(node, parallel) else ""
+            inner = node.for_get_body() if collapse else node
+            check_openmp_loop(self.program, loop_schedule(inner), 2 if collapse else 1, private)
             construct = "for" if self.in_region else "parallel for"
             lines.append(f"{pad}#pragma omp {construct} schedule(static){collapse}")
         elif not node.for_is_degenerate():

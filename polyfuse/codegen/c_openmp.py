@@ -1,7 +1,8 @@
 """The C printer's OpenMP decisions, apart from its printing: which loop a ``parallel`` mark designates and
 whether the next one may take over or be collapsed (:func:`annotate_parallel_marks`), whether a host loop
 holds parallel kernels (:func:`holds_parallel_mark`), the ``omp simd`` clauses of a reduction loop
-(:func:`simd_clauses`) and whether a plain innermost loop may be vectorised as proven (:func:`simd_safe`). Used by ``codegen/c.py``; see ``docs/architecture.md``, "Parallel loops on C"."""
+(:func:`simd_clauses`), whether a plain innermost loop may be vectorised as proven (:func:`simd_safe`), and
+the check of every OpenMP loop it prints against the dependences (:func:`check_openmp_loop`). Used by ``codegen/c.py``; see ``docs/architecture.md``, "Parallel loops on C"."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from collections.abc import Mapping, Sequence
 import islpy as isl
 
 from polyfuse.codegen.ast import block_children
-from polyfuse.errors import CodegenError
+from polyfuse.errors import CodegenError, IllegalTransformError
 from polyfuse.ir.expr import Binary, Read
-from polyfuse.ir.program import Array, Statement
+from polyfuse.ir.program import Array, Program, Statement
 from polyfuse.schedule.bands import maps_union
 from polyfuse.schedule.model import PARALLEL_MARK
 from polyfuse.schedule.tiling.microtile import access_coefficients
@@ -242,3 +243,32 @@ def _one_step(m: isl.Map, n: int) -> list[int] | None:
     if not all(v.is_int() for v in values):
         return None
     return [int(v.to_python()) for v in values]
+
+
+def check_openmp_loop(program: Program, schedule: isl.UnionMap | None, threads: int, private: Sequence[str]) -> None:
+    """Raise :class:`CodegenError` if an OpenMP loop the printer is about to emit would race: two instances
+    it runs in one iteration of the loops around it but in different iterations of its own ``threads``
+    last loops (1, or 2 under ``collapse(2)``) depend on each other (:func:`check_parallel`; the scalars
+    ``private`` to each iteration keep only their flow dependences).
+
+    ``schedule`` is the loop's :func:`polyfuse.codegen.ast.loop_schedule` (the innermost of the collapsed
+    loops'). The scheduler proved its parallel bands legal, but the printer decides which printed loop
+    carries the pragma (isl elides one-iteration loops, ``collapse`` joins two): this checks that decision
+    on what is printed, so a printer bug is a compile error, never a data race (session 10's ``collapse``
+    over a reduction loop)."""
+    from polyfuse.analysis.legality import check_parallel  # noqa: PLC0415 (it imports the scheduler, which imports codegen)
+
+    if schedule is None:
+        return
+    flat, n = _flat_range(schedule)
+    if flat is None or n < threads:
+        raise CodegenError(f"internal error: cannot check the OpenMP loop of {program.name}: its statements disagree on the loops around it")
+    maps: list[isl.Map] = []
+    flat.foreach_map(maps.append)
+    outer = maps_union([m.project_out(isl.dim_type.out, n - threads, threads) for m in maps])
+    thread = maps_union([m.project_out(isl.dim_type.out, 0, n - threads) for m in maps])
+    privatized = {name: flat for name in private if name in program.arrays}
+    try:
+        check_parallel(program, flat.domain(), outer, thread, privatized)
+    except IllegalTransformError as e:
+        raise CodegenError(f"internal error: the C printer would emit an OpenMP loop that races ({e}); please report it") from None
