@@ -168,16 +168,14 @@ def check_parallel(
         copies = privatized.get(dep.array) if dep.kind != "flow" else None
         rel = isl.UnionMap.from_map(dep.relation).intersect_params(prog.context)
         if not images(dep.source, dep.sink, rel, copies, dep.array):
-            slow.append(dep)
+            slow.append((dep, rel, copies))
     if not slow:
         return
     same_outer = outer.apply_range(outer.reverse())
     same_thread = thread.apply_range(thread.reverse())
-    for dep in slow:  # (the pairs the fast test could not clear: exactly, and with a witness when one races)
-        rel = isl.UnionMap.from_map(dep.relation).intersect_params(prog.context)
+    for dep, rel, copies in slow:  # (the pairs the fast test could not clear: exactly, and with a witness when one races)
         rel = rel.intersect_domain(domain).intersect_range(domain).intersect(same_outer)
-        copies = privatized.get(dep.array)
-        if copies is not None and dep.kind != "flow":
+        if copies is not None:
             rel = rel.intersect(copies.apply_range(copies.reverse()))
         racing = rel.subtract(same_thread)
         if not racing.is_empty():
@@ -196,8 +194,9 @@ class _SameOuterOtherThread:
     test cannot use: not defined on every instance, or ranges of different sizes)."""
 
     def __init__(self, domain: isl.UnionSet, outer: isl.UnionMap, thread: isl.UnionMap) -> None:
-        self._domain = {}
-        domain.foreach_set(lambda piece: self._domain.__setitem__(piece.get_tuple_name(), isl.UnionSet.from_set(piece)))
+        pieces: list[isl.Set] = []
+        domain.foreach_set(pieces.append)
+        self._domain = {piece.get_tuple_name(): isl.UnionSet.from_set(piece) for piece in pieces}
         self._outer, self._thread = outer, thread
         self._maps: dict[tuple[str | None, str], tuple[isl.UnionMap, tuple[int, int]] | None] = {}
         self._races: dict[tuple[int, int], isl.UnionMap] = {}
@@ -214,17 +213,21 @@ class _SameOuterOtherThread:
         defined on every instance of ``stmt`` in the kernel or has a named range."""
         key = (array if copies is not None else None, stmt)
         if key not in self._maps:
-            self._maps[key] = None
-            domain = self._domain.get(stmt)
-            parts = [m.intersect_domain(domain) for m in [self._outer, *([copies] if copies is not None else []), self._thread]] \
-                if domain is not None else []
-            sizes = [_range_size(m) for m in parts]
-            if parts and None not in sizes and all(domain.is_subset(m.domain()) for m in parts):
-                joined = parts[0]
-                for m in parts[1:]:
-                    joined = joined.flat_range_product(m)
-                self._maps[key] = (joined, (sum(sizes[:-1]), sum(sizes)))  # type: ignore[arg-type]
+            self._maps[key] = self._joined(stmt, [self._outer, *([copies] if copies is not None else []), self._thread])
         return self._maps[key]
+
+    def _joined(self, stmt: str, maps: list[isl.UnionMap]) -> tuple[isl.UnionMap, tuple[int, int]] | None:
+        domain = self._domain.get(stmt)
+        if domain is None:
+            return None
+        parts = [m.intersect_domain(domain) for m in maps]
+        sizes = [_range_size(m) for m in parts]
+        if None in sizes or not all(domain.is_subset(m.domain()) for m in parts):
+            return None
+        joined = parts[0]
+        for m in parts[1:]:
+            joined = joined.flat_range_product(m)
+        return joined, (sum(sizes[:-1]), sum(sizes))  # type: ignore[arg-type]
 
     def _race(self, shape: tuple[int, int]) -> isl.UnionMap:
         if shape not in self._races:

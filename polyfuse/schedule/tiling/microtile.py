@@ -368,7 +368,8 @@ def cache_tile_sizes(found: Contraction, n_members: int, itemsize: int, cache_by
         mr = register_rows()
         tiles = max(row_tiles, 1)
         if even_rows:  # rows per tile, rounded up to a multiple of MR
-            per_tile = -(-(-(-rows_extent // tiles)) // mr) * mr
+            rows = -(-rows_extent // tiles)  # (ceiling divisions)
+            per_tile = -(-rows // mr) * mr
         else:  # rounded down
             per_tile = rows_extent // tiles // mr * mr
         mc = max(mr, min(mc, per_tile))
