@@ -12,12 +12,13 @@ import dataclasses
 import importlib
 from types import MappingProxyType
 
+import numpy as np
 import pytest
 
 import polyfuse as pf
 from polyfuse.codegen import codegen
 from polyfuse.schedule.model import ROWS_FUSED
-from tests.c_oracle import check_against_gcc
+from tests.c_oracle import GccKernel, assert_same, check_against_gcc
 from tests.kernels import BY_NAME, inputs
 
 steps = importlib.import_module("polyfuse.schedule.fusion.steps")
@@ -102,3 +103,45 @@ def test_without_sizes_nothing_changes(fixed_caches) -> None:
     """The rule compares modelled bytes, so it needs the sizes: a symbolic schedule is the parallel one."""
     prog = _program("fdtd-2d")
     assert codegen(pf.schedule(prog, target="c", threads=1)).text == codegen(pf.schedule(prog, target="c")).text
+
+
+ONE_THREAD_MINIMAL = "fusion='smart', threads=1: minimal fusion's schedule"
+
+
+@pytest.mark.parametrize("n", [1, 7, 37, 129])
+def test_nussinov_on_one_thread_equals_gccs_build(n: int) -> None:
+    """On one thread nussinov takes minimal fusion's tiled source order instead of the wavefront (from
+    ``n = 37`` on); both, and the sizes where nothing changes, compute what gcc's build computes."""
+    k = dataclasses.replace(BY_NAME["nussinov"], sizes=MappingProxyType({"N": n}))
+    args = dict(inputs(k))
+    want = GccKernel(k.path, k.function, k.defines)(**args)
+    prog = _program("nussinov")
+    for threads in (1, 2):
+        exe = pf.compile(prog, target="c", params={"n": n}, threads=threads)
+        assert any(x.startswith(ONE_THREAD_MINIMAL) for x in exe.schedule.notes) == (threads == 1 and n >= 37)
+        got = {"seq": np.array(args["seq"], copy=True), "table": np.array(args["table"], copy=True)}
+        exe(n=n, **got)
+        assert_same(got, want, f"nussinov n={n}, {threads} thread(s): compiled C vs gcc", 0, 0)
+
+
+def test_on_one_thread_a_wavefront_gives_way_to_the_source_order() -> None:
+    """isl skews nussinov into anti-diagonals to expose a parallel loop; on one thread that loop is worth
+    nothing and the diagonal walk moves 25x the bytes of the rows (at PolyBench's MEDIUM and, counted at
+    a quarter of the size, LARGE sizes), so ``"smart"`` takes minimal fusion's schedule, the same kernel
+    in the source's row order, and says so. With two threads, or without sizes, the wavefront stays."""
+    prog = _program("nussinov")
+    for n in (500, 2500):
+        one = pf.schedule(prog, target="c", params={"n": n}, threads=1)
+        note = [x for x in one.notes if x.startswith(ONE_THREAD_MINIMAL)]
+        assert note and ("at n=" in note[0]) == (n == 2500), note
+        assert codegen(one).text.replace("fusion=smart", "") == codegen(
+            pf.schedule(prog, target="c", fusion="min", params={"n": n})).text.replace("fusion=min", "")
+        assert "omp" not in codegen(one).text.split("void kernel_nussinov_kernel")[1]
+    two = pf.schedule(prog, target="c", params={"n": 500}, threads=2)
+    assert "#pragma omp for" in codegen(two).text and not any(x.startswith(ONE_THREAD_MINIMAL) for x in two.notes)
+    symbolic = pf.schedule(prog, target="c", threads=1)
+    assert codegen(symbolic).text == codegen(pf.schedule(prog, target="c")).text
+    gemm = _program("gemm")  # the same kernels and no wavefront: nothing to replace
+    params = {"ni": 200, "nj": 220, "nk": 240}
+    assert codegen(pf.schedule(gemm, target="c", params=params, threads=1)).text == codegen(
+        pf.schedule(gemm, target="c", params=params)).text

@@ -57,8 +57,8 @@ from polyfuse.schedule.fusion.scheduler import (
     base_tree,
     user_tree,
 )
-from polyfuse.schedule.fusion.smart import Variant, apart_of, counted_microtiles, smart_by_traffic, unrated
-from polyfuse.schedule.fusion.steps import one_thread_steps
+from polyfuse.schedule.fusion.smart import Variant, apart_of, counted_microtiles, same_kernels, smart_by_traffic, unrated
+from polyfuse.schedule.fusion.steps import one_thread_steps, same_kernels_one_thread
 from polyfuse.schedule.mapping.block_reductions import block_reductions
 from polyfuse.schedule.mapping.choices import parallel_choices
 from polyfuse.schedule.mapping.kernels import Mapper, split
@@ -121,7 +121,8 @@ def schedule(
     with them (tiled by the defaults, no micro-tile); a loop that carries a dependence, or one that is not
     a loop of the kernel's band, is an :class:`IllegalTransformError` naming it. ``threads`` (C): the
     threads the code will run on, where known; with ``1``, ``"smart"`` may give up parallel loops for
-    locality (the loop nests of a time step fused row by row: ``fusion/steps.py``).
+    locality (the loop nests of a time step fused row by row: ``fusion/steps.py``; the source order
+    instead of a wavefront that only exposed a parallel loop: also ``fusion/steps.py``).
     """
     if target not in TARGETS:
         raise PolyfuseError(f"unknown target {target!r} for pf.schedule; expected one of {', '.join(TARGETS)}")
@@ -175,7 +176,8 @@ def schedule(
             best, notes = variant.schedule, list(variant.log)
             view = DepView(deps, temporaries(prog), prog.context.get_space(), True)
             if schedule is None and policy == "smart":
-                best, more = _smart_by_traffic(prog, deps, variant, target, tile, params, search, limits, budget, parallel)
+                best, more = _smart_by_traffic(prog, deps, variant, target, tile, params, search, limits, budget, parallel,
+                                               one_thread=threads == 1 and target == "c" and not parallel)
                 notes += more
                 if threads == 1 and target == "c" and not parallel and params is not None:
                     best, more = one_thread_steps(prog, best, view, functools.partial(
@@ -334,8 +336,9 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
 
 
 def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, limits, budget: IslBudget,
-                      parallel=None) -> tuple[Schedule, list[str]]:
-    """``fusion="smart"``, decided by bytes, kernel by kernel (``smart.py``), against minimal fusion."""
+                      parallel=None, one_thread: bool = False) -> tuple[Schedule, list[str]]:
+    """``fusion="smart"``, decided by bytes, kernel by kernel (``smart.py``), against minimal fusion.
+    ``one_thread``: the C code runs on one thread (``threads=1``), so a parallel loop is worth nothing."""
     try:
         unfused = _best(prog, deps, "min", None, target, "smart", tile, params, search, limits, budget, parallel)
     except IllegalTransformError:
@@ -346,6 +349,8 @@ def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, 
     def finish(base: isl.Schedule, view: DepView) -> Schedule:
         return _finish(prog, base, view, target, "smart", tile, params, search, limits, parallel)[0]
 
+    if one_thread and same_kernels(fused.schedule, unfused.schedule):
+        return same_kernels_one_thread(prog, fused.schedule, unfused.schedule, budget, params)
     chosen, notes = smart_by_traffic(prog, fused, unfused, finish, budget, params)
     if target == "c":  # a contraction is compute-bound: losing its register micro-tile costs more than bytes
         lost = counted_microtiles(unfused.schedule) - counted_microtiles(chosen)

@@ -115,7 +115,7 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
                      params: Mapping[str, int] | None) -> tuple[Schedule, list[str]]:
     """The smart schedule from the two candidates, and the notes that say why."""
     f, u = fused.schedule, unfused.schedule
-    if [k.statements for k in u.kernels] == [k.statements for k in f.kernels]:
+    if same_kernels(f, u):
         return f, []
     more_sequential = _sequential_kernels(u) - _sequential_kernels(f)
     if more_sequential > 0 and not any(_parts(kf, u) for kf in f.kernels):
@@ -197,6 +197,11 @@ def smart_by_traffic(prog: Program, fused: Variant, unfused: Variant, finish: Fi
             notes.append(f"fusion='smart': taking the contractions apart failed ({e})")
     candidates.append(_Candidate("fusion='min'", u, tu.total_bytes, _sequential_kernels(u), strided=sum(wu.values())))
     return _choose(candidates, notes, failed, split_kernels)
+
+
+def same_kernels(a: Schedule, b: Schedule) -> bool:
+    """Whether ``a`` and ``b`` group the statements into the same kernels, in the same order."""
+    return [k.statements for k in a.kernels] == [k.statements for k in b.kernels]
 
 
 def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | None,
