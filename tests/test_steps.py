@@ -137,6 +137,7 @@ def test_on_one_thread_a_wavefront_gives_way_to_the_source_order() -> None:
         assert codegen(one).text.replace("fusion=smart", "") == codegen(
             pf.schedule(prog, target="c", fusion="min", params={"n": n})).text.replace("fusion=min", "")
         assert "omp" not in codegen(one).text.split("void kernel_nussinov_kernel")[1]
+        assert one.to_text() == pf.schedule(prog, target="c", fusion="min", params={"n": n}).to_text()  # (its base tree)
     two = pf.schedule(prog, target="c", params={"n": 500}, threads=2)
     assert "#pragma omp for" in codegen(two).text and not any(x.startswith(ONE_THREAD_MINIMAL) for x in two.notes)
     symbolic = pf.schedule(prog, target="c", threads=1)

@@ -252,7 +252,7 @@ def _inner_map(domain: isl.Set, row: tuple[int | None, int]) -> isl.UnionMap | N
 ONE_THREAD_SAVING = 0.5
 """On one thread, minimal fusion's schedule replaces a fused one with the same kernels only below this
 fraction of its modelled bytes: the two then differ in loop order alone, and only a large gap (a
-wavefront's diagonal walk against the source's rows) is beyond what the model cannot see."""
+wavefront's diagonal walk against the source's rows) is more than the model's own error."""
 
 
 def same_kernels_one_thread(prog: Program, f: Schedule, u: Schedule, budget: IslBudget,
@@ -286,7 +286,9 @@ def same_kernels_one_thread(prog: Program, f: Schedule, u: Schedule, budget: Isl
         return f, ["fusion='smart', threads=1: the parallel schedule kept (counting its traffic ran out of its budget)"]
     at = "" if sizes == dict(params) else " at " + ", ".join(f"{p}={v}" for p, v in sizes.items())
     if tu < ONE_THREAD_SAVING * tf and counted_microtiles(u) >= counted_microtiles(f):
-        return dataclasses.replace(u, fusion="smart"), [
+        out = dataclasses.replace(u, fusion="smart")
+        out._lazy.update(u._lazy)  # (the base tree that ``to_text()`` prints)
+        return out, [
             f"fusion='smart', threads=1: minimal fusion's schedule ({tu} B{at}) replaces the parallel one ({tf} B) with the "
             "same kernels: its parallel loops are worth nothing on one thread, and their order moves more bytes"]
     return f, []
