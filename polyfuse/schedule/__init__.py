@@ -176,10 +176,11 @@ def schedule(
             best, notes = variant.schedule, list(variant.log)
             view = DepView(deps, temporaries(prog), prog.context.get_space(), True)
             if schedule is None and policy == "smart":
+                one_thread = threads == 1 and target == "c" and not parallel
                 best, more = _smart_by_traffic(prog, deps, variant, target, tile, params, search, limits, budget, parallel,
-                                               one_thread=threads == 1 and target == "c" and not parallel)
+                                               one_thread=one_thread)
                 notes += more
-                if threads == 1 and target == "c" and not parallel and params is not None:
+                if one_thread and params is not None:
                     best, more = one_thread_steps(prog, best, view, functools.partial(
                         _finish_schedule, prog, target=target, tile=tile, params=params, search=search, limits=limits), budget, params)
                     notes += more

@@ -79,9 +79,7 @@ def one_thread_steps(prog: Program, chosen: Schedule, view: DepView, finish: Cal
     except (IllegalTransformError, BudgetExhausted, SchedulerFailed, PolyfuseError) as e:
         return chosen, [f"threads=1: the time steps were not fused row by row ({e})"]
     if after < SAVING * before and walks_after <= walks_before and tiles_lost <= 0:
-        out = dataclasses.replace(fused, fusion=chosen.fusion)
-        out._lazy.update(fused._lazy)  # (the base tree that ``to_text()`` prints)
-        return out, [f"{ROWS_FUSED}: {after} B against {before} B with the parallel kernels (parallel loops are worth "
+        return _under_policy(fused, chosen.fusion), [f"{ROWS_FUSED}: {after} B against {before} B with the parallel kernels (parallel loops are worth "
                      "nothing on one thread)"]
     why = ("it loses register micro-tiles" if tiles_lost > 0 else
            "more strided innermost walks" if walks_after > walks_before else "too small a saving")
@@ -128,6 +126,13 @@ def fused_steps(prog: Program, view: DepView, budget: IslBudget) -> isl.Schedule
         node = node.child(k).child(0).insert_partial_schedule(isl.MultiUnionPwAff.from_union_map(inner[n]))
         node = node.parent().parent()
     return node.get_schedule()
+
+
+def _under_policy(sched: Schedule, fusion: str) -> Schedule:
+    """``sched`` labelled as chosen under ``fusion``, keeping the base tree that ``to_text()`` prints."""
+    out = dataclasses.replace(sched, fusion=fusion)
+    out._lazy.update(sched._lazy)
+    return out
 
 
 def _in_time_steps(sched: Schedule) -> bool:
@@ -286,9 +291,7 @@ def same_kernels_one_thread(prog: Program, f: Schedule, u: Schedule, budget: Isl
         return f, ["fusion='smart', threads=1: the parallel schedule kept (counting its traffic ran out of its budget)"]
     at = "" if sizes == dict(params) else " at " + ", ".join(f"{p}={v}" for p, v in sizes.items())
     if tu < ONE_THREAD_SAVING * tf and counted_microtiles(u) >= counted_microtiles(f):
-        out = dataclasses.replace(u, fusion="smart")
-        out._lazy.update(u._lazy)  # (the base tree that ``to_text()`` prints)
-        return out, [
+        return _under_policy(u, "smart"), [
             f"fusion='smart', threads=1: minimal fusion's schedule ({tu} B{at}) replaces the parallel one ({tf} B) with the "
             "same kernels: its parallel loops are worth nothing on one thread, and their order moves more bytes"]
     return f, []
