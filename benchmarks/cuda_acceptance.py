@@ -1,7 +1,9 @@
-"""Issue 12's GPU figures in one run (``python -m benchmarks cuda-acceptance --out DIR``; needs a GPU, torch
-and pycuda): gemm 2048³ f32 against cuBLAS through PyTorch, softmax / layernorm / a sum to a scalar against
-the device-to-device copy bandwidth measured in the same run, and a sweep of the CUDA register micro-tile's
-shape for gemm (block tile, thread tile, k step, stages) so that the plan's constants rest on measurements.
+"""Issue 12's GPU figures in one run (``python -m benchmarks.cuda_acceptance --out DIR``; needs a GPU, torch
+and pycuda): gemm 2048³ f32 against cuBLAS through PyTorch (4096³ too with ``--large``), softmax / layernorm /
+a sum to a scalar against the device-to-device copy bandwidth measured in the same run, the host time of a
+call, and sweeps (``--sweep rows,gemm``) of the cooperative-row kernels' block size and unrolling and of the
+CUDA register micro-tile's shape for gemm (block tile, thread tile, k step, stages, minimum blocks an SM),
+so that the plans' constants rest on measurements.
 
 Two times are taken for every polyfuse program, both with CUDA events:
 
@@ -32,18 +34,13 @@ from examples.kernels import gemm_acc  # C = A @ B with a scalar accumulator
 
 N, M, K = pf.params("N M K")
 
-GEMM_SHAPES = [  # (block_rows, block_lanes, thread_rows, thread_lanes, k_stage, stages); the first is the default
-    None,
+GEMM_SHAPES = [  # (block_rows, block_lanes, thread_rows, thread_lanes, k_stage, stages[, min_blocks]); the first is the default
+    None,  # session 9 on an H100 also measured 128x128 (8x8 a thread: 0.58-0.66 of cuBLAS) and 64x64 with k steps of 32
+    (128, 64, 8, 4, 16, 3, 3),  # __launch_bounds__(256, 3): at most 80 registers, 37.5 % occupancy on sm_90
+    (128, 64, 8, 4, 16, 2, 3),
+    (128, 64, 8, 4, 8, 3, 3),
     (64, 64, 4, 4, 16, 3),
-    (128, 64, 8, 4, 16, 3),
-    (128, 128, 8, 8, 8, 3),
-    (128, 128, 8, 8, 16, 3),
-    (128, 128, 8, 8, 8, 4),
-    (128, 64, 8, 4, 8, 3),
-    (128, 64, 8, 4, 16, 4),
-    (64, 64, 4, 4, 16, 2),
-    (64, 64, 4, 4, 32, 2),
-    (64, 64, 4, 4, 32, 3),
+    (64, 64, 4, 4, 16, 4),
 ]
 
 
@@ -202,11 +199,15 @@ def gemm_sweep(torch: Any, n: int, rows: list[dict]) -> None:
     out = torch.empty(n, n, device="cuda")
     fns: dict[str, Callable[[], Any]] = {"cublas": lambda: torch.mm(a, b, out=out)}
     info = {}
+    cuda = importlib.import_module("polyfuse.codegen.cuda")
+    bounds = cuda.launch_bounds
     for shape in GEMM_SHAPES:
-        name = "default" if shape is None else "x".join(map(str, shape))
+        name = "default" if shape is None else "x".join(map(str, shape[:6])) + (f" min_blocks {shape[6]}" if len(shape) > 6 else "")
         if shape is not None:
             fields = dict(zip(("block_rows", "block_lanes", "thread_rows", "thread_lanes", "k_stage", "stages"), shape))
             km.sized_for_the_gpu = lambda plan, *args, _f=fields, **kw: dataclasses.replace(plan, **_f)
+            if len(shape) > 6:
+                cuda.launch_bounds = lambda plan, _m=shape[6]: f"__launch_bounds__({plan.threads[0] * plan.threads[1]}, {_m}) "
         try:
             c = torch.zeros(n, n, device="cuda")
             compiled, rec, _, _ = _compile(torch, gemm_acc, sizes, {"A": a, "B": b, "C": c})
@@ -217,6 +218,7 @@ def gemm_sweep(torch: Any, n: int, rows: list[dict]) -> None:
             info[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
         finally:
             km.sized_for_the_gpu = original
+            cuda.launch_bounds = bounds
     t = interleaved(torch, fns, rounds=9)
     for name, v in info.items():
         if name in t:
@@ -257,6 +259,83 @@ def row_kernels(torch: Any, copy_gbps: float, rows: list[dict]) -> None:
         print(rows[-1]["check"], {k: round(v, 1) for k, v in rows[-1]["pct_of_copy"].items()}, flush=True)
 
 
+ROW_SWEEP = [  # (workload, sizes, threads per row, unroll, whole shares unrolled behind a guard where they fit)
+    # Session 13 on an H100, % of copy, the plain loop under #pragma unroll: softmax 8192x1024, threads 32/64/128/256:
+    # unroll 4 59/74/73/66 %, unroll 8 68/80/85/43 %; layernorm 8192x1024 unroll 4: 77/82/81/73 %, unroll 8 at 64/128
+    # threads 79/84 %; softmax 16384x4096, 256 threads: unroll 4 86 %, 8 95 % (512 threads: 82/93 %); 8192x2048,
+    # 256 threads: 90/92 %; 8192x1000, 128 threads: 51 % unrolled 4 or 8 (the shorter threads in the remainder loop).
+    *[(name, {"R": 8192, "D": d}, 128, 8, full) for name in ("softmax", "layernorm") for d in (1024, 1000) for full in (True, False)],
+]
+
+
+def row_sweep(torch: Any, copy_gbps: float, rows: list[dict]) -> None:
+    """Cooperative-row kernels with the block size (threads per row) and the cyclic loops' unroll varied:
+    % of the copy bandwidth of the kernel alone, so that ``rows.block_size`` rests on measurements."""
+    rm = importlib.import_module("polyfuse.schedule.mapping.rows")
+    cr = importlib.import_module("polyfuse.codegen.cuda_rows")
+    size, unroll, full_unroll = rm.block_size, rm.row_unroll, cr.FULL_UNROLL
+    info: dict[str, dict] = {}
+    for name, sizes, threads, u, full in ROW_SWEEP:
+        key = f"{name} {sizes['R']}x{sizes['D']} threads {threads} unroll {u}{' (whole share, guarded)' if full else ''}"
+        rm.block_size = lambda length, _b=threads, **_: _b
+        rm.row_unroll = lambda length, threads, _u=u: _u
+        cr.FULL_UNROLL = full_unroll if full else 0
+        try:
+            prog = BY_NAME[name].program()
+            ins = {}
+            for arg in prog.arguments:
+                arr = prog.arrays[arg]
+                ins[arg] = torch.rand(arr.concrete_shape(sizes), device="cuda") * 8 - 4
+            compiled, rec, _, _ = _compile(torch, prog, sizes, ins)
+            nbytes = sum(v.numel() * v.element_size() for v in ins.values())
+            t = interleaved(torch, {"kernels": rec.replay}, rounds=5)
+            info[key] = {"pct_of_copy": 100 * nbytes / (statistics.median(t["kernels"]) * 1e-3) / 1e9 / copy_gbps,
+                         "block": [k.block for k in compiled.schedule.kernels], "resources": _resources(compiled, sizes)}
+        except Exception as e:  # noqa: BLE001 - record and go on
+            info[key] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        finally:
+            rm.block_size, rm.row_unroll, cr.FULL_UNROLL = size, unroll, full_unroll
+        print(key, round(info[key].get("pct_of_copy", -1), 1), flush=True)
+    rows.append({"check": "row kernels sweep", "rows_sweep": info})
+
+
+def host_overhead(torch: Any, rows: list[dict]) -> None:
+    """Microseconds of host (Python) time per call: ``exe(**tensors)`` as a user calls it and the loaded
+    program's ``function(*values)``, on sizes small enough that the GPU never holds the host back, with
+    the top of a cProfile of the user's call (what to shorten next)."""
+    import cProfile  # noqa: PLC0415
+    import io  # noqa: PLC0415
+    import pstats  # noqa: PLC0415
+
+    for name, sizes in (("softmax", {"R": 64, "D": 256}), ("mlp", {"M": 64, "K": 64, "H": 128})):
+        prog = BY_NAME[name].program()
+        tens = {a: torch.rand(prog.arrays[a].concrete_shape(sizes), device="cuda") for a in prog.arguments}
+        exe = pf.compile(prog, target="cuda", params=sizes)
+        compiled = exe.specialise(sizes)
+        values = [sizes[a.name] if a.kind == "size" else tens[a.name] for a in compiled.code.signature]
+        found = {}
+        for what, fn in (("exe_us", lambda: exe(**tens)), ("function_us", lambda: compiled.function(*values))):
+            for _ in range(50):
+                fn()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(500):
+                fn()
+            found[what] = (time.perf_counter() - t0) / 500 * 1e6
+            torch.cuda.synchronize()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(500):
+            exe(**tens)
+        prof.disable()
+        torch.cuda.synchronize()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(15)
+        rows.append({"check": f"host time per call, {name} {sizes}", **found, "launches": len(compiled.code.launch.launches()),
+                     "profile": text.getvalue()[-4000:]})
+        print(rows[-1]["check"], {k: round(v, 1) for k, v in found.items()}, flush=True)
+
+
 def _table(results: dict) -> str:
     lines = [f"# Issue 12 on {results['device']}", "",
              f"Device-to-device copy: {results['copy_GBps']:.0f} GB/s (bytes read + written), same run.", "",
@@ -271,6 +350,12 @@ def _table(results: dict) -> str:
             p, f = r["pct_of_copy"], r["torch_over_polyfuse"]
             lines.append(f"| {r['check']} | {p['kernels']:.0f} % of copy | {p['call']:.0f} % | torch {p['torch']:.0f} % | "
                          f"torch / polyfuse {f['median']:.2f} ({f['min']:.2f}..{f['max']:.2f}) |")
+        elif "exe_us" in r:
+            lines.append(f"| {r['check']} | exe(**tensors) {r['exe_us']:.1f} µs | function(*values) {r['function_us']:.1f} µs | | |")
+        elif "rows_sweep" in r:
+            for name, v in r["rows_sweep"].items():
+                what = f"{v['pct_of_copy']:.0f} % of copy" if "pct_of_copy" in v else v.get("error", "")
+                lines.append(f"| sweep {name} | {what} | | | |")
         elif "shapes" in r:
             for name, v in r["shapes"].items():
                 regs = [x.get("registers") for x in v.get("resources", []) if "registers" in x]
@@ -279,7 +364,7 @@ def _table(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(out: Path, sweep: bool = True) -> dict:
+def run(out: Path, sweep: str = "rows,gemm", large: bool = False) -> dict:
     import torch  # noqa: PLC0415 - the GPU benchmark's own dependency
 
     rows: list[dict] = []
@@ -288,9 +373,13 @@ def run(out: Path, sweep: bool = True) -> dict:
     results = {"benchmark": "cuda_acceptance", "device": torch.cuda.get_device_name(), "copy_GBps": copy, "machine": machine(),
                "torch": torch.__version__, "rows": rows}
     out.mkdir(parents=True, exist_ok=True)
-    steps = [lambda: gemm(torch, 2048, rows), lambda: row_kernels(torch, copy, rows)]
-    if sweep:
-        steps += [lambda: gemm_sweep(torch, 2048, rows), lambda: gemm(torch, 4096, rows)]
+    steps = [lambda: gemm(torch, 2048, rows), lambda: row_kernels(torch, copy, rows), lambda: host_overhead(torch, rows)]
+    if "rows" in sweep:
+        steps.append(lambda: row_sweep(torch, copy, rows))
+    if "gemm" in sweep:
+        steps.append(lambda: gemm_sweep(torch, 2048, rows))
+    if large:
+        steps.append(lambda: gemm(torch, 4096, rows))
     for step in steps:
         try:
             step()
@@ -306,6 +395,7 @@ def run(out: Path, sweep: bool = True) -> dict:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument("--sweep", default="rows,gemm", help="the sweeps to run: rows, gemm, both (the default) or none")
+    parser.add_argument("--large", action="store_true", help="gemm at 4096^3 as well")
     args = parser.parse_args()
-    run(args.out, sweep=not args.no_sweep)
+    run(args.out, sweep=args.sweep, large=args.large)

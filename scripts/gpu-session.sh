@@ -5,7 +5,8 @@
 #     install      the wheels of .whl/ and pycuda (built from its archive, or unpacked from
 #                  .whl/pycuda-site.tgz when an earlier call brought that back), then
 #                  $OUT/pycuda-site.tgz so that the next call can skip the 1-2 minute build
-#     acceptance   benchmarks/cuda_acceptance.py: gemm against cuBLAS, softmax/layernorm/sum against
+#     acceptance   benchmarks/cuda_acceptance.py ($ACCEPTANCE_ARGS passed on, e.g. "--sweep rows"):
+#                  gemm against cuBLAS, softmax/layernorm/sum against
 #                  the copy bandwidth, the micro-tile sweep           -> $OUT/cuda_acceptance.{json,md}
 #     tests        every gpu-marked test (pytest -m gpu, 12 workers)  -> $OUT/gpu_tests.log
 #     dnn          the DNN workloads against torch, torch.compile, CuPy -> $OUT/dnn_cuda.{json,md}
@@ -60,7 +61,7 @@ print("probe done")'
     for s in "$@"; do
         case $s in
             install) stage install 240 bash -c "$(declare -f install_stage); install_stage" || exit 1 ;;
-            acceptance) stage acceptance 150 python3 -m benchmarks.cuda_acceptance --out "$OUT" ;;
+            acceptance) stage acceptance 150 python3 -m benchmarks.cuda_acceptance --out "$OUT" ${ACCEPTANCE_ARGS:-} ;;
             tests) stage tests 180 python3 -m pytest -m gpu -n 12 -q -p no:cacheprovider --timeout 120 \
                        tests/test_gpu_device.py tests/test_cuda_runtime.py tests/test_graph.py > "$OUT/gpu_tests.log" 2>&1
                    tail -n 30 "$OUT/gpu_tests.log" ;;

@@ -121,3 +121,25 @@ def test_a_long_time_loop_is_launched_step_by_step_not_kept(driver: Log, monkeyp
         program(*values)
         assert [e[1] for e in _launches(driver)] == [k for k, _ in expected]
     assert not program._schedules and program._long
+
+
+def test_later_calls_pass_the_same_arguments_as_the_first(driver: Log) -> None:
+    """From the second call on, launches come from argument templates worked out once per set of sizes
+    (``CudaProgram._ready``): sizes and host iterators fixed, pointers and scalars filled in per call."""
+    for prog, sizes in ((ex.gemm, {"N": 9, "M": 7, "K": 5}), (ex.jacobi_1d, {"N": 20, "T": 3})):
+        code = pf.codegen(pf.schedule(prog, target="cuda", params=sizes))
+        program = cuda_runtime.load(code)
+        arrays = {n: Device(np.zeros(prog.arrays[n].concrete_shape(sizes), prog.arrays[n].dtype.numpy)) for n in prog.arguments
+                  if n in prog.arrays}
+        calls = []
+        for alpha in (1.5, 1.5, 2.5):
+            values = [sizes[a.name] if a.kind == "size" else alpha if a.kind == "scalar" else arrays[a.name] for a in code.signature]
+            driver.clear()
+            program(*values)
+            calls.append([(e[1], e[2], e[3], tuple(a.item() if hasattr(a, "item") else a for a in e[4])) for e in _launches(driver)])
+        assert calls[0] == calls[1] and len(calls[0]) > (1 if prog is ex.gemm else 3), prog.name
+        if prog is ex.gemm:  # the new alpha reaches the kernels, nothing else changes
+            changed = [(x, y) for c0, c2 in zip(calls[0], calls[2]) for x, y in zip(c0[3], c2[3]) if x != y]
+            assert changed and all((x, y) == (1.5, 2.5) for x, y in changed)
+        else:
+            assert calls[2] == calls[0]

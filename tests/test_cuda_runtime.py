@@ -101,3 +101,22 @@ def test_runtime_unavailable_message_is_clear(monkeypatch) -> None:
     monkeypatch.setattr(cuda_runtime, "_device_status", lambda: "no pycuda")
     with pytest.raises(RuntimeUnavailable, match="no pycuda"):
         cuda_runtime.load(None)
+
+
+def test_torch_tensors_read_like_their_cuda_array_interface() -> None:
+    """The fast path for PyTorch CUDA tensors (``arrays._torch_cuda_tensor``) reads the same fields as the
+    tensor's own ``__cuda_array_interface__``; subclasses and tensors that require grad take the general
+    path, whose errors are PyTorch's."""
+    torch = pytest.importorskip("torch")
+    from polyfuse.runtime.arrays import DeviceArray, _torch_cuda_tensor
+
+    base = torch.arange(24, device="cuda", dtype=torch.float32).reshape(4, 6)
+    for t in (base, base.t(), base[:, 1:], base[1:3], torch.zeros(0, 5, device="cuda"), base.to(torch.int64),
+              base.to(torch.float64), base.to(torch.uint8), base[None], torch.zeros((3, 1, 2), device="cuda")[:, :, :1]):
+        fast, slow = _torch_cuda_tensor(t), DeviceArray.of(t)
+        assert fast is not None
+        assert (fast.shape, fast.dtype, fast.pointer, fast.c_contiguous, fast.writeable) == \
+               (slow.shape, slow.dtype, slow.pointer, slow.c_contiguous, slow.writeable), t.shape
+    assert _torch_cuda_tensor(torch.nn.Parameter(base.clone())) is None
+    assert _torch_cuda_tensor(base.clone().requires_grad_()) is None
+    assert _torch_cuda_tensor(base.cpu()) is None

@@ -21,7 +21,7 @@ import pytest
 import polyfuse as pf
 from examples import kernels as ex
 from polyfuse.codegen.cuda import generate_cuda
-from polyfuse.schedule.mapping.rows import block_size
+from polyfuse.schedule.mapping.rows import block_size, row_unroll
 from polyfuse.schedule.model import CYCLIC_MARK
 from tests.test_codegen_cuda import _unit, build_emulator, emulate
 
@@ -102,18 +102,20 @@ def _cyclic(sched) -> bool:
 def test_one_kernel_one_row_per_block(build) -> None:
     sched = pf.schedule(build(), target="cuda", params=BIG)
     (kernel,) = sched.kernels
-    assert kernel.grid == (4096,) and kernel.block == (256,)
+    assert kernel.grid == (4096,) and kernel.block == (128,)  # 8 elements of the 1024 a thread
     text = pf.codegen(sched).text
     assert "const long long c0 = (long long) blockIdx.x;" in text
-    assert "#pragma unroll 4\n    for (long long c1 = (long long) threadIdx.x; c1 <= 1023; c1 += 256LL)" in text  # (256 threads: a constant stride)
-    assert "__launch_bounds__(256)" in text
+    # 128 threads: a constant stride; the loop unrolled over a thread's whole share of the row (8)
+    assert "#pragma unroll 8\n    for (long long c1 = (long long) threadIdx.x; c1 <= 1023; c1 += 128LL)" in text
+    assert "pf_c1_step" not in text  # every thread runs 8: no guarded form
+    assert "__launch_bounds__(128)" in text
     assert "pf_block_sum_f32(" in text
     if build is softmax:
         assert "pf_block_max_f32(" in text
         assert "if (threadIdx.x != 0) t0_softmax_max = (-INFINITY);" in text
     assert kernel.shared_bytes >= 32 * 4  # the block reductions' per-warp scratch
     (launch,) = sched_launches(sched)
-    assert launch.block == ("256",)
+    assert launch.block == ("128",)
 
 
 def sched_launches(sched):
@@ -127,9 +129,28 @@ def test_reduction_consumers_are_cooperative() -> None:
 
 
 def test_block_size_follows_the_row() -> None:
-    assert block_size(None) == 256 and block_size(1024) == 256 and block_size(77) == 32 and block_size(200) == 64
+    # about 8 elements a thread (the H100 sweep in rows.ROW_SHARE), from 32 threads to 256
+    assert block_size(None) == 256 and block_size(77) == 32 and block_size(200) == 32
+    assert [block_size(n) for n in (512, 1024, 2048, 4096, 16384)] == [64, 128, 256, 256, 256]
     sched = pf.schedule(softmax(), target="cuda", params=ODD)
     assert sched.kernels[0].block == (32,) and sched.kernels[0].grid == (5,)
+
+
+def test_row_loops_unroll_a_threads_whole_share() -> None:
+    # a thread's share of a known row, up to 8; unknown rows take the printer's default (4)
+    assert row_unroll(1024, 128) == 8 and row_unroll(1000, 128) == 8 and row_unroll(77, 32) == 3
+    assert row_unroll(4096, 256) == 8 and row_unroll(None, 256) == 0
+    # shares that differ by one (1000 over 128 threads: 8 or 7): every load of a share in flight behind a guard
+    guarded = ("#pragma unroll\n    for (int pf_c1_step = 0; pf_c1_step < 8; pf_c1_step++) {  /* a thread's share of c1: at most 8 */\n"
+               "      const long long c1 = (long long) threadIdx.x + 128LL * pf_c1_step;\n      if (c1 <= 999) {")
+    for sizes, threads, loop in (({"R": 8192, "C": 1000}, 128, guarded),
+                                 ({"R": 5, "C": 77}, 32, "for (int pf_c1_step = 0; pf_c1_step < 3; pf_c1_step++)"),
+                                 ({"R": 64, "C": 4096}, 256, "#pragma unroll 8\n    for (long long c1 = (long long) threadIdx.x; c1 <= 4095; c1 += 256LL)"),
+                                 (None, 256, "#pragma unroll 4\n    for (long long c1 = (long long) threadIdx.x; c1 < C; c1 += 256LL)")):
+        sched = pf.schedule(softmax(), target="cuda", params=sizes)
+        assert sched.kernels[0].block == (threads,), sizes
+        text = pf.codegen(sched).text
+        assert f"__launch_bounds__({threads})" in text and loop in text, (sizes, text[-2500:])
 
 
 def test_other_kernels_keep_their_mapping() -> None:

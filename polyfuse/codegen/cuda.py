@@ -170,6 +170,7 @@ class KernelPrinter:
         self.grid_cyclic = False  # the cyclic loop is shared by every block's threads (block_reductions.py)
         self.cyclic_width = 0  # the block's thread count where the launch fixes it (a constant stride), else 0
         self.cyclic_blocks = 0  # the grid's block count where the launch fixes it (a grid-wide cyclic loop), else 0
+        self.cyclic_unroll = 0  # how far the cyclic loops are unrolled (Kernel.unroll; 0: cuda_rows' default)
         self.origins: dict[str, str] = {}  # mapped iterator -> the value its index 0 stands for (launch extents' lo)
 
     def emit(self, node: isl.AstNode, depth: int, bound: frozenset[str]) -> None:
@@ -368,6 +369,7 @@ def generate_cuda(sched: Schedule) -> Code:
             printer.grid_cyclic = GRID_MARK not in info and kernel.grid not in ((), (1,))
             if BLOCK_MARK not in info and len(kernel.block) == 1:
                 printer.cyclic_width = kernel.block[0]  # launched with exactly kernel.block threads (below)
+                printer.cyclic_unroll = kernel.unroll
                 if printer.grid_cyclic and len(kernel.grid) == 1:
                     printer.cyclic_blocks = kernel.grid[0]  # and kernel.grid blocks
         printer.promoted = {n: b for n, b in buffers.items() if b.kernel == kernel.name}

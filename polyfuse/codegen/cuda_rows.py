@@ -8,7 +8,7 @@ most 1024), which ``rows.block_size`` guarantees, and every thread of the block 
 
 A ``cyclic`` loop ``for (v = lo; v <= hi; v++)`` is printed ``for (v = lo + (threadIdx.x - lo) mod
 blockDim.x; v <= hi; v += blockDim.x)`` (``blockDim.x`` a constant where the launch fixes it, and the
-loop unrolled by ``CYCLIC_UNROLL``): iteration ``v`` runs on thread ``v mod blockDim.x`` whatever ``lo``, so one ``v`` is one thread in every loop of the row (``rows.check_threads`` and
+loop unrolled by ``Kernel.unroll`` or ``CYCLIC_UNROLL``): iteration ``v`` runs on thread ``v mod blockDim.x`` whatever ``lo``, so one ``v`` is one thread in every loop of the row (``rows.check_threads`` and
 ``row_staging.py`` count on it). A per-row statement (outside the cyclic loops) that writes memory, not a
 register, runs in thread 0 only (``cuda.KernelPrinter._user``): ``rows.check_threads`` guarantees that
 every later use of what it wrote by another thread lies behind a barrier or a block reduction.
@@ -61,9 +61,19 @@ IDENTITY = {"sum": "0", "prod": "1", "max": {"f": "(-INFINITY)", "i": "(-2147483
 
 
 CYCLIC_UNROLL = 4
-"""How far nvcc unrolls a cyclic loop: its iterations' loads are independent, and four of them in flight
-per thread are what a row kernel needs to come near the copy bandwidth (one in flight measured 42-50 % of
-it on an H100 for softmax and layernorm, 8192 x 1024 f32)."""
+"""How far nvcc unrolls a cyclic loop where the kernel does not say (``Kernel.unroll``, set by
+``mapping/rows.py`` from a row of known length): its iterations' loads are independent, and four of them
+in flight per thread are what a row kernel needs to come near the copy bandwidth (one in flight measured
+42-50 % of it on an H100 for softmax and layernorm, 8192 x 1024 f32)."""
+FULL_UNROLL = 8
+"""A cyclic loop with constant bounds whose threads run different numbers of iterations, at most this many,
+is printed as a guarded loop over a thread's iterations, unrolled whole: ``for (u = 0; u < trips; u++) {
+v = lane + u * width; if (v <= hi) ... }``, so that every load of a thread's share is in flight at once.
+Measured on an H100 (session 13, 8192 rows, 128 threads, % of the copy bandwidth): with rows of 1000, the
+plain loop under ``#pragma unroll 8`` left the shorter threads in nvcc's one-at-a-time remainder loop
+(softmax 51 %, layernorm 56 %), the guarded form ran at 84 and 78 %; with rows of 1024, where every thread
+runs 8, the plain loop was as fast or faster (softmax 85 against 84 %, layernorm 85 against 79 %), so it
+stays there."""
 GRID_UNROLL = 8
 """The same for a loop shared by every thread of the grid (a reduction to one element): two blocks of 256
 threads an SM need twice the loads in flight per thread."""
@@ -84,10 +94,44 @@ def print_cyclic_for(printer, node: isl.AstNode, it: str, init: str, cond: str, 
         lane = f"pf_floormod({lane} - ({init}), {width})"
     start = lane if inc == 1 else f"{inc} * {lane}"
     step = width if inc == 1 else f"{inc} * {width}"
-    printer.lines.append(f"{pad}#pragma unroll {GRID_UNROLL if printer.grid_cyclic else CYCLIC_UNROLL}")
+    trips = _trips(node, it, printer.cyclic_width) if not printer.grid_cyclic and inc == 1 else None
+    if trips is not None:  # every thread's share in one unrolled body, its loads all in flight
+        hi = trips[1]
+        u = f"pf_{it}_step"
+        printer.lines.append(f"{pad}#pragma unroll")
+        printer.lines.append(f"{pad}for (int {u} = 0; {u} < {trips[0]}; {u}++) {{  /* a thread's share of {it}: at most {trips[0]} */")
+        printer.lines.append(f"{pad}  const long long {it} = {start if init == '0' else f'{as_operand(init)} + {start}'} + {step} * {u};")
+        printer.lines.append(f"{pad}  if ({it} <= {hi}) {{")
+        printer._scoped(node.for_get_body(), depth + 2, bound | {it})
+        printer.lines.append(f"{pad}  }}")
+        printer.lines.append(f"{pad}}}")
+        return
+    unroll = GRID_UNROLL if printer.grid_cyclic else printer.cyclic_unroll or CYCLIC_UNROLL
+    printer.lines.append(f"{pad}#pragma unroll {unroll}")
     printer.lines.append(f"{pad}for (long long {it} = {start if init == '0' else f'{as_operand(init)} + {start}'}; {cond}; {it} += {step}) {{")
     printer._scoped(node.for_get_body(), depth + 1, bound | {it})
     printer.lines.append(f"{pad}}}")
+
+
+def _trips(node: isl.AstNode, it: str, width: int) -> tuple[int, int] | None:
+    """(most iterations a thread runs, last ``it``) of a cyclic loop ``for (it = lo; it <= hi; it++)`` with
+    constant bounds over a constant ``width`` of threads whose shares differ by one, when that is at most
+    :data:`FULL_UNROLL`; else None."""
+    init, cond = node.for_get_init(), node.for_get_cond()
+    if not width or init.get_type() != isl.ast_expr_type.int or cond.get_type() != isl.ast_expr_type.op:
+        return None
+    op = cond.get_op_type()
+    if op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt) or cond.get_op_n_arg() != 2:
+        return None
+    lhs, rhs = cond.get_op_arg(0), cond.get_op_arg(1)
+    if lhs.get_type() != isl.ast_expr_type.id or lhs.get_id().get_name() != it or rhs.get_type() != isl.ast_expr_type.int:
+        return None
+    lo = int(init.get_val().to_python())
+    hi = int(rhs.get_val().to_python()) - (op == isl.ast_expr_op_type.lt)
+    if (hi - lo + 1) % width == 0:
+        return None  # every thread runs as many: the plain loop, unrolled by Kernel.unroll, measured faster
+    trips = -(-(hi - lo + 1) // width)
+    return (trips, hi) if 0 < trips <= FULL_UNROLL else None
 
 
 def print_row_mark(printer, node: isl.AstNode, name: str, depth: int, bound: frozenset[str]) -> None:

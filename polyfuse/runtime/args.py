@@ -335,16 +335,14 @@ def _check_aliasing(program: Program, arrays: Mapping[str, Any], addresses: Mapp
     other reads mid-run, which the schedule did not account for; copying silently would hide an in-place
     output from the caller, so it is an error. Every array is C-contiguous by now, so two share memory
     exactly when their address ranges overlap."""
-    names = list(arrays)
-    for i, a in enumerate(names):
-        x = arrays[a]
-        if not x.nbytes:
-            continue
-        for b in names[i + 1 :]:
-            y = arrays[b]
-            if program.arrays[a].role == "input" and program.arrays[b].role == "input":
-                continue
-            if type(x) is type(y) and addresses[a] < addresses[b] + y.nbytes and addresses[b] < addresses[a] + x.nbytes and y.nbytes:
+    spans = []  # (name, read only, kind of memory, first byte, end) of each non-empty array
+    for name, x in arrays.items():
+        nbytes = x.nbytes
+        if nbytes:
+            spans.append((name, program.arrays[name].role == "input", type(x), addresses[name], addresses[name] + nbytes))
+    for i, (a, a_input, a_type, a_lo, a_hi) in enumerate(spans):
+        for b, b_input, b_type, b_lo, b_hi in spans[i + 1 :]:
+            if a_type is b_type and not (a_input and b_input) and a_lo < b_hi and b_lo < a_hi:
                 raise ShapeError(f"arguments {a!r} and {b!r} share memory; pass distinct arrays (e.g. {b}=...copy())")
 
 

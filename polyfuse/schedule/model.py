@@ -86,6 +86,7 @@ class Kernel:
     reduction: str = ""  # CUDA: how the threads share a reduction into one element (block_reductions.py)
     microtile: Any = None  # CUDA: the register micro-tile plan its printer follows (tiling/cuda_microtile.py)
     vector_sum: Any = None  # CUDA: the plan of a sum into a vector its printer follows (mapping/vector_sums.py)
+    unroll: int = 0  # CUDA: how far the cooperative-row loops are unrolled (mapping/rows.py; 0: the printer's default)
 
     @property
     def without_parallel_loop(self) -> bool:

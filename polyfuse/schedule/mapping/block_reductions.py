@@ -119,7 +119,8 @@ def _plan(prog: Program, s: Statement, reassociate: bool, params: Mapping[str, i
     instances = _instances(prog, s, params, host)
     if instances is not None and instances < MIN_INSTANCES:
         return None
-    threads = block_size(None if instances is None else max(instances // PER_THREAD, 1))
+    # (a quarter of the loop's share of a block: the sizing measured for the sum of 2^26 floats, 85 % of copy)
+    threads = block_size(None if instances is None else max(instances // PER_THREAD, 1), share=4)
     blocks = 1
     if op == "sum":
         blocks = BLOCKS if instances is None else max(1, min(BLOCKS, math.ceil(instances / (PER_THREAD * threads))))
