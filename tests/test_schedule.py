@@ -1,5 +1,7 @@
 """pf.schedule: kernel plans, contraction, mapping marks and fusion decisions on the shared corpus."""
 
+import warnings
+
 import islpy as isl
 import pytest
 
@@ -181,3 +183,37 @@ def test_bad_arguments():
         pf.schedule(K.add_exp, target="cuda", tile=(64, 64))
     with pytest.raises(pf.PolyfuseError, match="sizes"):
         pf.schedule(K.add_exp, params={"Q": 3})
+
+
+def test_a_policy_keeps_its_first_legal_variant(monkeypatch):
+    """The later variants of a policy (temporaries' order not relaxed for isl, then not at all) are only
+    fallbacks: once one is legal, no other is finished (they never won, and cost deriche a third of its
+    compile time), and a variant that fails the legality check hands over to the next."""
+    from tests.kernels import BY_NAME  # deriche: its variants are different trees (add_exp's are one)
+
+    k = BY_NAME["deriche"]
+    prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
+    sched_module = __import__("importlib").import_module("polyfuse.schedule")
+    finish = sched_module._finish
+    calls = []
+
+    def counting(prog, base, view, *args, **kwargs):
+        calls.append(view.relaxed)
+        return finish(prog, base, view, *args, **kwargs)
+
+    monkeypatch.setattr(sched_module, "_finish", counting)
+    first = pf.schedule(prog, target="c", fusion="min")
+    assert len(calls) == 1  # (two variants were finished before)
+
+    def first_refused(prog, base, view, *args, **kwargs):
+        calls.append(view.relaxed)
+        if len(calls) == 1:
+            raise pf.IllegalTransformError("the first variant is refused")
+        return finish(prog, base, view, *args, **kwargs)
+
+    calls.clear()
+    monkeypatch.setattr(sched_module, "_finish", first_refused)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fall back to fusion='none': the next variant is legal
+        second = pf.schedule(prog, target="c", fusion="min")
+    assert len(calls) == 2 and second.kernels and first.kernels
