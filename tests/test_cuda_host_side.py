@@ -125,7 +125,7 @@ def test_a_long_time_loop_is_launched_step_by_step_not_kept(driver: Log, monkeyp
 
 def test_later_calls_pass_the_same_arguments_as_the_first(driver: Log) -> None:
     """From the second call on, launches come from argument templates worked out once per set of sizes
-    (``CudaProgram._ready``): sizes and host iterators fixed, pointers and scalars filled in per call."""
+    (``CudaProgram._schedules``): sizes and host iterators fixed, pointers and scalars filled in per call."""
     for prog, sizes in ((ex.gemm, {"N": 9, "M": 7, "K": 5}), (ex.jacobi_1d, {"N": 20, "T": 3})):
         code = pf.codegen(pf.schedule(prog, target="cuda", params=sizes))
         program = cuda_runtime.load(code)

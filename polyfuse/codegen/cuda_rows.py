@@ -93,6 +93,7 @@ def print_cyclic_for(printer, node: isl.AstNode, it: str, init: str, cond: str, 
     if init != "0" and inc == 1:
         lane = f"pf_floormod({lane} - ({init}), {width})"
     start = lane if inc == 1 else f"{inc} * {lane}"
+    start = start if init == "0" else f"{as_operand(init)} + {start}"
     step = width if inc == 1 else f"{inc} * {width}"
     trips = _trips(node, it, printer.cyclic_width) if not printer.grid_cyclic and inc == 1 else None
     if trips is not None:  # every thread's share in one unrolled body, its loads all in flight
@@ -100,7 +101,7 @@ def print_cyclic_for(printer, node: isl.AstNode, it: str, init: str, cond: str, 
         u = f"pf_{it}_step"
         printer.lines.append(f"{pad}#pragma unroll")
         printer.lines.append(f"{pad}for (int {u} = 0; {u} < {trips[0]}; {u}++) {{  /* a thread's share of {it}: at most {trips[0]} */")
-        printer.lines.append(f"{pad}  const long long {it} = {start if init == '0' else f'{as_operand(init)} + {start}'} + {step} * {u};")
+        printer.lines.append(f"{pad}  const long long {it} = {start} + {step} * {u};")
         printer.lines.append(f"{pad}  if ({it} <= {hi}) {{")
         printer._scoped(node.for_get_body(), depth + 2, bound | {it})
         printer.lines.append(f"{pad}  }}")
@@ -108,7 +109,7 @@ def print_cyclic_for(printer, node: isl.AstNode, it: str, init: str, cond: str, 
         return
     unroll = GRID_UNROLL if printer.grid_cyclic else printer.cyclic_unroll or CYCLIC_UNROLL
     printer.lines.append(f"{pad}#pragma unroll {unroll}")
-    printer.lines.append(f"{pad}for (long long {it} = {start if init == '0' else f'{as_operand(init)} + {start}'}; {cond}; {it} += {step}) {{")
+    printer.lines.append(f"{pad}for (long long {it} = {start}; {cond}; {it} += {step}) {{")
     printer._scoped(node.for_get_body(), depth + 1, bound | {it})
     printer.lines.append(f"{pad}}}")
 

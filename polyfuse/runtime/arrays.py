@@ -151,7 +151,6 @@ def _torch_cuda_tensor(value: Any) -> DeviceArray | None:
     return DeviceArray(value, shape, dtype, pointer, _is_c_contiguous(shape, strides, dtype.itemsize), True, strides)
 
 
-
 def _device(name: str, array: DeviceArray, device_arrays: bool) -> DeviceArray:
     if not device_arrays:
         raise ShapeError(

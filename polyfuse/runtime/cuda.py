@@ -124,11 +124,10 @@ class CudaProgram:
                 fn.prepare("".join(_format(a) for a in launch.args))
                 self._functions[launch.kernel] = fn
         self._temporaries: dict[tuple, dict[str, Any]] = {}
-        self._schedules: dict[tuple, list[tuple[Launch, tuple[int, int, int], tuple[int, int, int], dict[str, int]]]] = {}
+        self._schedules: dict[tuple, list[tuple[str, tuple[int, int, int], tuple[int, int, int], tuple]]] = {}  # sizes -> launches
         self._long: set[tuple] = set()  # sizes whose launch sequence is too long to keep
         self._dtypes = {a.name: np.dtype(a.dtype.numpy) for a in code.signature if a.kind == "array"}
         self._shapes: dict[tuple, dict[str, tuple[int, ...]]] = {}  # sizes -> each array's shape
-        self._ready: dict[tuple, list[tuple[str, tuple, tuple, tuple]]] = {}  # sizes -> launches with argument templates
 
     def __call__(self, *values: Any, timer: Callable[[str, float], None] | None = None) -> None:
         """Run on ``values`` in ``code.signature`` order. With ``timer`` (``exe.profile``), every launch is
@@ -168,28 +167,20 @@ class CudaProgram:
                 raise ShapeError(f"argument {a.name!r}: expected a numpy array or a device array, got {type(v).__name__}")
         pointers.update(self._temps(sizes))
 
-        def launch(step: Launch, grid: tuple[int, int, int], block: tuple[int, int, int], env: Mapping[str, int]) -> None:
-            args = [_argument(a, pointers, scalars, env) for a in step.args]
+        functions = self._functions
+
+        def launch(kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], template: tuple) -> None:
+            args = [pointers[x] if k == _ARRAY else x if k == _VALUE else x(scalars[name]) for k, x, name in template]
             if timer is None:
-                self._functions[step.kernel].prepared_call(grid, block, *args)
+                functions[kernel].prepared_call(grid, block, *args)
                 return
             drv.Context.synchronize()
             start = time.perf_counter()
-            self._functions[step.kernel].prepared_call(grid, block, *args)
+            functions[kernel].prepared_call(grid, block, *args)
             drv.Context.synchronize()
-            timer(step.kernel, time.perf_counter() - start)
+            timer(kernel, time.perf_counter() - start)
 
-        ready = self._ready.get(key) if timer is None else None
-        if ready is None and timer is None and key in self._schedules:
-            ready = self._ready[key] = [(step.kernel, grid, block, _template(step.args, env))
-                                        for step, grid, block, env in self._schedules[key]]
-        if ready is not None:  # the usual call: launches and their fixed arguments worked out before
-            functions = self._functions
-            for kernel, grid, block, template in ready:
-                functions[kernel].prepared_call(grid, block, *[pointers[x] if k == _ARRAY else x if k == _VALUE else x(scalars[name])
-                                                               for k, x, name in template])
-        else:
-            self._each_launch(sizes, launch)
+        self._each_launch(sizes, launch)
         for host, buf in copies:
             drv.memcpy_dtoh(host, buf)  # synchronises with the launches before it
         if uploaded and not copies:
@@ -200,7 +191,8 @@ class CudaProgram:
     around its kernels) is worked out again by the host plan at each call rather than held in memory."""
 
     def _each_launch(self, sizes: Mapping[str, int], launch: Callable[..., None]) -> None:
-        """Call ``launch(launch, grid, block, host iterators)`` for every launch at ``sizes``, in order."""
+        """Call ``launch(kernel, grid, block, argument template)`` for every launch at ``sizes``, in order
+        (:func:`_template`: the arguments as far as the sizes and host iterators fix them)."""
         key = tuple(sorted(sizes.items()))
         known = self._schedules.get(key)
         if known is None and key not in self._long:
@@ -209,7 +201,7 @@ class CudaProgram:
             def note(step: Launch, grid: tuple[int, ...], block: tuple[int, ...], env: Mapping[str, int]) -> None:
                 _check_extents(step, grid, block)
                 if len(found) <= self.MAX_REMEMBERED_LAUNCHES:
-                    found.append((step, _pad3(grid), _pad3(block), dict(env)))
+                    found.append((step.kernel, _pad3(grid), _pad3(block), _template(step.args, env)))
 
             if run_host_plan(self.plan, note, sizes) <= self.MAX_REMEMBERED_LAUNCHES:
                 known = self._schedules[key] = found
@@ -218,12 +210,12 @@ class CudaProgram:
         if known is None:
             def checked(step: Launch, grid: tuple[int, ...], block: tuple[int, ...], env: Mapping[str, int]) -> None:
                 _check_extents(step, grid, block)
-                launch(step, _pad3(grid), _pad3(block), env)
+                launch(step.kernel, _pad3(grid), _pad3(block), _template(step.args, env))
 
             run_host_plan(self.plan, checked, sizes)
             return
-        for step, grid, block, env in known:
-            launch(step, grid, block, env)
+        for kernel, grid, block, template in known:
+            launch(kernel, grid, block, template)
 
     def _writes(self, name: str) -> bool:
         return any(a.name == name and a.written for la in self.plan.launches() for a in la.args)
@@ -250,7 +242,7 @@ _ARRAY, _VALUE, _SCALAR = 0, 1, 2
 def _template(args: Sequence[KernelArg], env: Mapping[str, int]) -> tuple[tuple[int, Any, str], ...]:
     """A launch's arguments as far as the sizes fix them: ``(_VALUE, value, "")`` for a size or host
     iterator, ``(_ARRAY, name, "")`` for a pointer and ``(_SCALAR, numpy type, name)`` for a scalar, both
-    filled in at each call (as :func:`_argument` does)."""
+    filled in at each call."""
     out = []
     for a in args:
         if a.kind == "array":
@@ -268,14 +260,6 @@ def _format(a: KernelArg) -> str:
     if a.kind == "scalar":
         return _FORMAT[a.dtype.name]
     return "q"
-
-
-def _argument(a: KernelArg, pointers: Mapping[str, Any], scalars: Mapping[str, Any], env: Mapping[str, int]) -> Any:
-    if a.kind == "array":
-        return pointers[a.name]
-    if a.kind == "scalar":
-        return np.dtype(a.dtype.numpy).type(scalars[a.name])
-    return np.int64(env[a.name])
 
 
 def _pad3(extents: Sequence[int]) -> tuple[int, int, int]:

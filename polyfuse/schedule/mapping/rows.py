@@ -248,8 +248,8 @@ def row_unroll(length: int | None, threads: int) -> int:
     """How far the row loops of a block of ``threads`` are unrolled: a thread's share of a row of known
     ``length``, at most :data:`MAX_UNROLL` (unrolling further than the trip count leaves the loads in
     nvcc's remainder loop, one at a time); 0 (the printer's default, ``cuda_rows.CYCLIC_UNROLL``) when
-    the length is unknown. (Where the share is at most 8 and the loop's bounds are constants, the printer
-    unrolls the whole share behind a guard instead: ``cuda_rows.FULL_UNROLL``.)"""
+    the length is unknown. (Where the threads' shares differ, are at most 8 and the loop's bounds are
+    constants, the printer unrolls the whole share behind a guard instead: ``cuda_rows.FULL_UNROLL``.)"""
     if not length:
         return 0
     return min(-(-length // threads), MAX_UNROLL)
