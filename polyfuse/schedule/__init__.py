@@ -60,7 +60,7 @@ from polyfuse.schedule.fusion.scheduler import (
     user_tree,
 )
 from polyfuse.schedule.fusion.smart import Variant, apart_of, counted_microtiles, same_kernels, smart_by_traffic, unrated
-from polyfuse.schedule.fusion.steps import one_thread_steps, same_kernels_one_thread
+from polyfuse.schedule.fusion.steps import one_thread_steps, same_kernels_one_thread, source_order_one_thread
 from polyfuse.schedule.mapping.block_reductions import block_reductions
 from polyfuse.schedule.mapping.choices import parallel_choices
 from polyfuse.schedule.mapping.kernels import Mapper, split
@@ -185,6 +185,9 @@ def schedule(
                 if one_thread and params is not None:
                     best, more = one_thread_steps(prog, best, view, functools.partial(
                         _finish_schedule, prog, target=target, tile=tile, params=params, search=search, limits=limits), budget, params)
+                    notes += more
+                    best, more = source_order_one_thread(prog, best, lambda: _best(
+                        prog, deps, "none", None, target, "smart", tile, params, search, limits, budget, parallel).schedule, budget, params)
                     notes += more
             break
         except BudgetExhausted as e:
