@@ -78,7 +78,11 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``.
 
     Lowering (``m``, ``s``: per-row temporaries; ``y``: the result): ``m = -inf``; ``m = max(m, x)``;
-    ``y = exp(x - m)``; ``s = 0``; ``s += y``; ``y = y / s``.
+    ``y = exp(x - m)``; ``s = 0``; ``s += y``; ``y = y * (1 / s)``. The last multiplies by the row's
+    reciprocal, which the C and CUDA compilers hoist out of the row loop, rather than dividing each element
+    (as PyTorch's kernels do; within an ulp of the quotient): a vector division costs several times a
+    multiplication. Measured on the 2-core EPYC (C, paired rounds): a 4096 x 1024 softmax 6 % faster on one
+    and on two threads, 8192 x 4096 (memory-bound) 2 %.
     """
     if not x.dtype.is_float:
         raise ShapeError(f"softmax: needs a float tensor, got {x.dtype.name}")
@@ -100,7 +104,7 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
         with lw.nest(x.shape) as its:
             lw.assign(s, kept(its), "+=", lambda ld: ld(y, its), f"{s} += {y}")
         with lw.nest(x.shape) as its:
-            lw.assign(y, its, "=", lambda ld: ld(y, its) / ld(s, kept(its)), f"{y} = {y} / {s}")
+            lw.assign(y, its, "=", lambda ld: ld(y, its) * (1.0 / ld(s, kept(its))), f"{y} = {y} * (1 / {s})")
 
     return x.graph.apply("softmax", [x], x.shape, x.dtype, lower)
 
