@@ -358,3 +358,31 @@ def test_a_tiny_kernel_beside_parallel_ones_says_why_it_is_serial():
     explain = sched.explain()
     assert "64 statement instances per launch at these sizes, fewer than 4096" in explain, explain
     assert any(k.parallel_depth for k in sched.kernels)
+
+
+def test_code_without_a_parallel_region_is_called_without_openmp(monkeypatch):
+    """A program with no parallel region at its sizes (here too small for one) never starts a team, so its
+    calls, plain or prepared, with or without ``threads=``, go straight to the entry: OpenMP's thread count
+    is neither read nor set around them. Code with a region goes through the team wrapper."""
+    from polyfuse.runtime import cpu
+
+    g = pf.Graph("tiny")
+    x = g.input("x", (4, 5), pf.f32)
+    prog = g.build(y=pf.ops.exp(x))
+    xv = np.linspace(-1, 1, 20, dtype=np.float32).reshape(4, 5)
+    exe = pf.compile(prog, target="c", threads=2)
+    exe(xv)
+    function = exe.compiled.function
+    assert "omp parallel" not in function.code.text and not cpu.uses_openmp(function.code.text)
+    assert not function.parallel
+
+    def no_team(*args):
+        raise AssertionError("the team wrapper was called")
+
+    monkeypatch.setattr(function, "in_team", no_team)
+    np.testing.assert_allclose(exe(xv), np.exp(xv), rtol=1e-6)
+    y = np.zeros((4, 5), np.float32)
+    exe.prepare(xv, y)()
+    np.testing.assert_allclose(y, np.exp(xv), rtol=1e-6)
+    assert cpu.uses_openmp("#pragma omp parallel for schedule(static)\n") and cpu.uses_openmp("n = omp_get_max_threads();")
+    assert not cpu.uses_openmp("#pragma omp simd\nfor (;;) {}\n")

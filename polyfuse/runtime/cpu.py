@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -146,10 +147,15 @@ class CFunction:
         self.in_team.argtypes = [ctypes.c_int, *self.function.argtypes]
         self._convert: list[Callable[[Any], Any]] = [_converter(a) for a in code.signature]
         self.team = placement.default_team()  # OpenMP's default team size for this process
+        # Code with no parallel region never starts a team, so its calls skip OpenMP's runtime altogether
+        # (the thread count read and set around a call, the workers' placement): on a call after an idle
+        # pause those few foreign calls run from cold caches (PolyBench jacobi-1d MEDIUM, one thread).
+        self.parallel = uses_openmp(code.text)
 
     def __call__(self, *values: Any) -> None:
         self._check_count(values)
-        placement.place_workers(self.team)
+        if self.parallel:
+            placement.place_workers(self.team)
         self.function(*(conv(v) for conv, v in zip(self._convert, values)))
 
     def bound(self, values: Sequence[Any], threads: int | None = None) -> Callable[[], None]:
@@ -157,6 +163,8 @@ class CFunction:
         Python work of :meth:`__call__` done ahead (``threads`` as in :meth:`call_in_team`)."""
         self._check_count(values)
         converted = [t(conv(v)) for t, conv, v in zip(self.function.argtypes, self._convert, values)]
+        if not self.parallel:
+            return functools.partial(self.function, *converted)
         placement.place_workers(threads or self.team)
         if not threads:
             return functools.partial(self.function, *converted)
@@ -170,11 +178,20 @@ class CFunction:
         """Call with ``values`` and OpenMP's thread count set to ``threads`` for this call only (the count is
         an OpenMP per-thread setting of the calling thread; it is put back afterwards)."""
         self._check_count(values)
+        if not self.parallel:
+            self.function(*(conv(v) for conv, v in zip(self._convert, values)))
+            return
         placement.place_workers(threads)
         self.in_team(threads, *(conv(v) for conv, v in zip(self._convert, values)))
 
 
 TEAM_SUFFIX = "_in_team"
+
+
+def uses_openmp(text: str) -> bool:
+    """Whether C ``text`` starts an OpenMP team (a parallel region) or calls OpenMP's runtime (``omp_*``);
+    ``omp simd`` alone needs neither."""
+    return "#pragma omp parallel" in text or re.search(r"\bomp_\w+\s*\(", text) is not None
 
 
 def team_wrapper(code: Code) -> str:
