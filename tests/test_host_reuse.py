@@ -68,6 +68,7 @@ def test_atax_on_one_thread_reads_each_row_once(fixed_caches) -> None:
     note = [x for x in one.notes if x.startswith(SOURCE_ORDER)]
     assert note and "replaces the parallel schedule (64382400 B" in note[0], one.notes
     assert one.fusion == "smart" and host_reuse.has_host_loop(one.tree)
+    assert not any("every kernel runs on one thread" in x for x in one.notes)  # (said once, by the rule that took it)
     text = codegen(one).text
     body = text[text.index("void kernel_atax_kernel"):]
     assert "omp parallel" not in body and "for (int64_t c0 = 0; c0 <= 1899; c0 += 1) {" in body

@@ -158,6 +158,7 @@ def schedule(
     wants_search = searched and all(p in params for p in prog.params) and tile is not None
     budget = IslBudget(isl_budget)
     policy = fusion
+    in_source_order = False  # (the one-thread rule took the source order: nothing left to fall back to)
     while True:
         try:
             with budget.stage("dependence analysis"):
@@ -186,16 +187,18 @@ def schedule(
                     best, more = one_thread_steps(prog, best, view, functools.partial(
                         _finish_schedule, prog, target=target, tile=tile, params=params, search=search, limits=limits), budget, params)
                     notes += more
+                    chosen = best
                     best, more = source_order_one_thread(prog, best, lambda: _best(
                         prog, deps, "none", None, target, "smart", tile, params, search, limits, budget, parallel).schedule, budget, params)
                     notes += more
+                    in_source_order = best is not chosen
             break
         except BudgetExhausted as e:
             if schedule is not None:
                 raise _explicit_over_budget(e) from None
             policy = budget.fall_back(policy, e, stage=True)
     notes = list(forwarded) + budget.notes + notes
-    if policy != "sequential" and label != "none" and _only_fine_grained(best, schedule):
+    if policy != "sequential" and label != "none" and not in_source_order and _only_fine_grained(best, schedule):
         try:
             with budget.stage("the source order"):
                 source = _best(prog, deps, "none", None, target, label, tile, params, search, limits, budget, parallel)
