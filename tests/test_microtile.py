@@ -8,6 +8,8 @@ remainder paths run too.
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import os
 import re
 from types import MappingProxyType
 
@@ -419,3 +421,26 @@ def test_a_row_sum_is_no_row_less_contraction():
     x = g.input("x", (64, 300), pf.f32)
     prog = g.build(s=pf.ops.sum(x, axis=1))
     assert not _marks(pf.schedule(prog, target="c", params={}))
+
+
+@pytest.mark.parametrize("m, k, n, mc", [(1024, 64, 1024, 512), (1000, 37, 1029, 504), (1100, 7, 1030, 368), (300, 5, 33, 80)])
+def test_rows_of_equal_work_are_cut_into_equal_tiles_of_at_most_512(m: int, k: int, n: int, mc: int, monkeypatch) -> None:
+    """At known sizes, where nothing above the rows runs in parallel, a rectangular contraction's rows are
+    cut into the fewest tiles of at most 512 rows, all equal and each a whole number of register-row
+    groups (1000 rows: two of 504; 1100: three of 368), so that the threads get equal work. Where the lane
+    tiles alone are too few to occupy the threads (33 lanes: one tile), there are at least as many row
+    tiles as two per core ask (300 rows on 2 cores: four of 80). The compiled code, with its remainders in
+    every dimension, computes what numpy computes."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    microtile = importlib.import_module("polyfuse.schedule.tiling.microtile")
+    monkeypatch.setattr(microtile, "cache_sizes", lambda: (32 * 1024, 1 << 20))
+    monkeypatch.setattr(microtile, "register_rows", lambda: 8)
+    M, K, N = pf.params("M K N")
+    g = pf.Graph("mm")
+    prog = g.build(y=g.input("x", (M, K), pf.f32) @ g.input("w", (K, N), pf.f32))
+    exe = pf.compile(prog, target="c", params={"M": m, "K": k, "N": n})
+    tiled = [kern for kern in exe.schedule.kernels if kern.tile_sizes]
+    assert tiled and tiled[0].tile_sizes[0] == mc, [kern.tile_sizes for kern in exe.schedule.kernels]
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    np.testing.assert_allclose(exe(x, w), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)

@@ -263,9 +263,10 @@ class Mapper:
         lane_extent = self._extent(node, found.lane)
         lanes = -(-lane_extent // lane_tile(size, self.cache_bytes)) if lane_extent else 1
         enough = 2 * (os.cpu_count() or 1)
-        rows = None if outer >= enough or lanes >= enough or found.rows is None else (self._extent(node, found.rows) or None)
+        all_rows = None if outer > 1 or found.rows is None else (self._extent(node, found.rows) or None)
+        rows = None if outer >= enough or lanes >= enough else all_rows
         row_tiles = -(-enough // lanes) if lane_extent else 8
-        return micro_tile(self.prog, node, found, self.cache_bytes, rows, self._extent, row_tiles)
+        return micro_tile(self.prog, node, found, self.cache_bytes, rows, self._extent, row_tiles, all_rows)
 
     def _cuda_micro(self, node: isl.ScheduleNode, stmts: tuple[str, ...]):
         """CUDA: the band reordered for a register micro-tile and its plan (``tiling/cuda_microtile.py``)
