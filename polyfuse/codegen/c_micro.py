@@ -26,7 +26,8 @@ import islpy as isl
 
 from polyfuse.codegen.ast import expr_ids, statement_call
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
-from polyfuse.schedule.tiling.microtile import Coefficients, MicroTile, access_coefficients, stride_along
+from polyfuse.schedule.tiling.accesses import Coefficients, access_coefficients, stride_along
+from polyfuse.schedule.tiling.microtile import MicroTile
 
 INDENT = "    "
 Op = isl.ast_expr_op_type

@@ -16,7 +16,7 @@ from polyfuse.ir.expr import Binary, Read
 from polyfuse.ir.program import Array, Program, Statement
 from polyfuse.schedule.bands import maps_union
 from polyfuse.schedule.model import PARALLEL_MARK
-from polyfuse.schedule.tiling.microtile import access_coefficients
+from polyfuse.schedule.tiling.accesses import access_coefficients
 
 
 class Marked(str):

@@ -44,8 +44,8 @@ from polyfuse.codegen.cuda_values import value_text
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import ScalarArg
 from polyfuse.ir.program import Program, Statement
+from polyfuse.schedule.tiling.accesses import access_coefficients
 from polyfuse.schedule.tiling.cuda_microtile import CudaMicroTile, StagedRead
-from polyfuse.schedule.tiling.microtile import access_coefficients
 
 COPY_PRELUDE = r"""
 /* asynchronous global -> shared copies (the register micro-tiles' operand tiles, below):

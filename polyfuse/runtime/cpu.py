@@ -163,10 +163,9 @@ class CFunction:
         Python work of :meth:`__call__` done ahead (``threads`` as in :meth:`call_in_team`)."""
         self._check_count(values)
         converted = [t(conv(v)) for t, conv, v in zip(self.function.argtypes, self._convert, values)]
-        if not self.parallel:
-            return functools.partial(self.function, *converted)
-        placement.place_workers(threads or self.team)
-        if not threads:
+        if self.parallel:
+            placement.place_workers(threads or self.team)
+        if not threads or not self.parallel:
             return functools.partial(self.function, *converted)
         return functools.partial(self.in_team, ctypes.c_int(threads), *converted)
 

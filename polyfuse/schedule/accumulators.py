@@ -43,7 +43,7 @@ import islpy as isl
 from polyfuse.ir.expr import Read
 from polyfuse.ir.program import Access, Program, Statement
 from polyfuse.schedule.mapping.rows import reduction_op
-from polyfuse.schedule.tiling.microtile import access_coefficients, stride_along
+from polyfuse.schedule.tiling.accesses import access_coefficients, stride_along
 
 _UPDATES = ("+=", "-=", "*=")
 

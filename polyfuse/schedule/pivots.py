@@ -26,7 +26,7 @@ import islpy as isl
 
 from polyfuse.ir.program import Program, Statement
 from polyfuse.schedule.bands import maps_union
-from polyfuse.schedule.tiling.microtile import access_coefficients
+from polyfuse.schedule.tiling.accesses import access_coefficients
 
 MAX_PIECES = 9
 """At most this many pieces per statement (two cuts): more would multiply the statements the scheduler,

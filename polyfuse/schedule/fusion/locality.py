@@ -24,7 +24,7 @@ from polyfuse.cost.traffic import array_bytes
 from polyfuse.ir.program import Program
 from polyfuse.schedule.mapping.kernels import box_volume
 from polyfuse.schedule.model import Schedule
-from polyfuse.schedule.tiling.microtile import access_coefficients, single_multi_aff, stride_along
+from polyfuse.schedule.tiling.accesses import access_coefficients, single_multi_aff, stride_along
 
 
 def strided_walks(prog: Program, sched: Schedule, sizes: Mapping[str, int], l1_bytes: int | None = None) -> dict[str, int]:

@@ -41,8 +41,8 @@ from polyfuse.schedule.mapping.block_reductions import domain_at
 from polyfuse.schedule.mapping.rows import reduction_op
 from polyfuse.schedule.model import BASE_KEY, Kernel, Schedule
 from polyfuse.schedule.movement.kernel_tree import kernel_marks, with_kernels
+from polyfuse.schedule.tiling.accesses import access_coefficients
 from polyfuse.schedule.tiling.cuda_microtile import rectangular
-from polyfuse.schedule.tiling.microtile import access_coefficients
 
 LANES = 32  # threadIdx.x: consecutive columns
 SLICES = 8  # threadIdx.y: rows shared in a block

@@ -40,14 +40,8 @@ import islpy as isl
 
 from polyfuse.ir.program import Program, Statement
 from polyfuse.schedule.bands import T
-from polyfuse.schedule.tiling.microtile import (
-    Contraction,
-    access_coefficients,
-    contraction_statement,
-    find_contraction,
-    member_iterators,
-    reorder,
-)
+from polyfuse.schedule.tiling.accesses import access_coefficients
+from polyfuse.schedule.tiling.microtile import Contraction, contraction_statement, find_contraction, member_iterators, reorder
 
 BLOCK_ROWS = 64
 BLOCK_LANES = 64

@@ -25,7 +25,7 @@ import islpy as isl
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import T, single_affs, statement_filters
 from polyfuse.schedule.deps import dependences_of
-from polyfuse.schedule.tiling.microtile import access_coefficients, stride_along
+from polyfuse.schedule.tiling.accesses import access_coefficients, stride_along
 
 
 def row_members(prog: Program, node: isl.ScheduleNode) -> int:

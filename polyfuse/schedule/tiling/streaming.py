@@ -27,7 +27,8 @@ import islpy as isl
 
 from polyfuse.cost.traffic import array_bytes
 from polyfuse.ir.program import Program
-from polyfuse.schedule.tiling.microtile import access_coefficients, member_walk, stride_along
+from polyfuse.schedule.tiling.accesses import access_coefficients, stride_along
+from polyfuse.schedule.tiling.microtile import member_walk
 
 
 def streams(prog: Program, node: isl.ScheduleNode, sizes: Mapping[str, int], cache_bytes: int, l1_bytes: int) -> bool:
