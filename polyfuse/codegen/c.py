@@ -59,6 +59,7 @@ from polyfuse.codegen.c_openmp import (
     two,
     user_nodes,
 )
+from polyfuse.codegen.c_stream import STREAM_HELPERS, fence_parallel_loop, stream_lines, streamed_arrays
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
 from polyfuse.ir.program import Array, Program
@@ -144,6 +145,9 @@ class _CPrinter(ValuePrinter):
         self.in_kernel = False  # printing below a kernel mark
         self.in_region = False  # printing inside a host loop's ``omp parallel`` region
         self._deps: isl.UnionMap | None = None  # every dependence of the program (``_simd_safe``), on first use
+        self.streamed = streamed_arrays(self.program, sched.kernels, sched.params, self.local_scalars)
+        self.uses_streams = False  # a loop was printed with streaming stores (``c_stream.py``)
+        self.stream_unfenced = False  # ... and no fence follows it yet
         self._scan(self.ast, None, None)
         self.function_scalars = self._function_scope_scalars()
 
@@ -155,12 +159,14 @@ class _CPrinter(ValuePrinter):
         body: list[str] = [INDENT + self._declare_local(n) for n in sorted(self.function_scalars)]
         self._loop_counter = 0
         body += self._node(self.ast, 1, None)
+        body += self._fence(1)  # (streams printed outside any kernel block: none so far)
         text = "\n".join([
             *self._header(),
             "#include <math.h>",
             "#include <stdint.h>",
             "",
-            C_HELPERS + VALUE_HELPERS + (VECTOR_HELPERS if self.uses_vectors else "") + c_math.math_source(self.math_parts),
+            C_HELPERS + VALUE_HELPERS + (VECTOR_HELPERS if self.uses_vectors else "")
+            + (STREAM_HELPERS if self.uses_streams else "") + c_math.math_source(self.math_parts),
             f"void {entry}(\n{params})",
             "{",
             *body,
@@ -316,7 +322,7 @@ class _CPrinter(ValuePrinter):
             if self._runs_single(node):
                 return self._single([node], depth)
             self.in_kernel = True
-            body = self._node(node.mark_get_node(), depth + 1, None)
+            body = self._node(node.mark_get_node(), depth + 1, None) + self._fence(depth + 1)
             self.in_kernel = False
             return [f"{pad}/* {label} */", f"{pad}{{", *body, f"{pad}}}"]
         if name == MICROTILE_MARK:
@@ -344,7 +350,7 @@ class _CPrinter(ValuePrinter):
         for node in kernels:
             label = _label(node.mark_get_id().user)
             self.in_kernel = True
-            body = self._node(node.mark_get_node(), depth + 2, None)
+            body = self._node(node.mark_get_node(), depth + 2, None) + self._fence(depth + 2)
             self.in_kernel = False
             lines += [f"{inner}/* {label} ({SINGLE_LABEL}) */", f"{inner}{{", *body, f"{inner}}}"]
         return [*lines, f"{pad}}}"]
@@ -383,7 +389,12 @@ class _CPrinter(ValuePrinter):
                 promoted = self._element_reduction(node, depth, parallel) if self.sched.reassociate else None
                 if promoted is not None:
                     return promoted
-                if self._simd_safe(node):
+                simd = self._simd_safe(node)
+                streamed = stream_lines(self, node, depth, INDENT, simd) if self.streamed else None
+                if streamed is not None:
+                    self.uses_streams = True
+                    return streamed
+                if simd:
                     lines.append(f"{pad}#pragma omp simd")
         if node.for_is_degenerate():
             lines.append(f"{pad}{{")
@@ -397,7 +408,17 @@ class _CPrinter(ValuePrinter):
         lanes = [(op, name) for op, name in (reductions if not is_parallel and not node.for_is_degenerate() else []) if op in ("max", "min")]
         lines += lane_updates(body, lanes) if lanes else body
         lines.append(f"{pad}}}")
+        if is_parallel and self.stream_unfenced:
+            self.stream_unfenced = False
+            return fence_parallel_loop(lines, pad, INDENT, self.in_region)
         return lines
+
+    def _fence(self, depth: int) -> list[str]:
+        """``pf_stream_fence();`` where streaming stores printed since the last fence need one."""
+        if not self.stream_unfenced:
+            return []
+        self.stream_unfenced = False
+        return [INDENT * depth + "pf_stream_fence();"]
 
     def _region_fits(self, node: isl.AstNode) -> bool:
         """Whether every kernel below host node ``node`` either is one ``omp for`` loop (see

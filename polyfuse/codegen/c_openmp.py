@@ -212,6 +212,22 @@ def simd_safe(schedule: isl.UnionMap, deps: isl.UnionMap, stmts: Sequence[Statem
     return True
 
 
+def access_moves(schedule: isl.UnionMap, stmt: Statement, access: int) -> list[int] | None:
+    """How far the element that access number ``access`` of ``stmt`` touches moves, per array dimension,
+    when the innermost loop of ``schedule`` (see :func:`simd_safe`) advances by one: ``[0, ..., 0, 1]``
+    is a contiguous walk. ``None`` where the move is not a constant."""
+    flat, n = _flat_range(schedule)
+    if flat is None or n == 0:
+        return None
+    maps: list[isl.Map] = []
+    flat.foreach_map(lambda m: maps.append(m) if m.get_tuple_name(isl.dim_type.in_) == stmt.name else None)
+    move = _one_step(maps[0], n) if len(maps) == 1 else None
+    coeffs = access_coefficients(stmt.accesses[access].relation) if move is not None else None
+    if move is None or coeffs is None:
+        return None
+    return [sum(c * d for c, d in zip(dim[0], move)) for dim in coeffs]
+
+
 def _flat_range(schedule: isl.UnionMap) -> tuple[isl.UnionMap | None, int]:
     """``schedule`` with its nested range tuples flattened (isl's AST build nests one per band), and the
     number of its dimensions (``None, 0`` where the statements disagree on it)."""

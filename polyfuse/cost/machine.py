@@ -14,6 +14,8 @@ from pathlib import Path
 
 FALLBACK = (32 * 1024, 512 * 1024)
 """L1d and L2 bytes when neither sysconf nor sysfs tells."""
+LAST_LEVEL_FALLBACK = 32 * 1024 * 1024
+"""Last-level cache bytes when neither sysconf nor sysfs tells (a current server's L3 slice)."""
 
 
 @functools.cache
@@ -22,6 +24,20 @@ def cache_sizes() -> tuple[int, int]:
     l1 = _sysconf("SC_LEVEL1_DCACHE_SIZE") or _sysfs(1, "Data") or FALLBACK[0]
     l2 = _sysconf("SC_LEVEL2_CACHE_SIZE") or _sysfs(2, "Unified") or FALLBACK[1]
     return l1, l2
+
+
+@functools.cache
+def last_level_cache() -> int:
+    """Bytes of the largest cache the cores share (L3 on current x86; L2 where there is no L3). The C
+    printer streams an output around the caches only when a kernel's data would not fit in it anyway
+    (``codegen/c_stream.py``)."""
+    return (_sysconf("SC_LEVEL3_CACHE_SIZE") or _sysfs(3, "Unified") or _sysconf("SC_LEVEL2_CACHE_SIZE")
+            or _sysfs(2, "Unified") or LAST_LEVEL_FALLBACK)
+
+
+def streaming_stores() -> bool:
+    """Whether the CPU has non-temporal vector stores the C prelude can use (``sse2``: every x86-64)."""
+    return "sse2" in _cpu_flags()
 
 
 @functools.cache

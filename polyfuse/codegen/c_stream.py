@@ -1,0 +1,266 @@
+"""Streaming stores on C: an output that no statement reads back, written by a kernel whose data exceeds the
+last-level cache, is stored around the caches (x86's non-temporal stores).
+
+Why: an ordinary store first reads the line it writes into the cache (a read for ownership), so a
+memory-bound kernel that writes an output of N bytes moves 3N bytes for it, not 2N, and the written
+lines then evict data that would have stayed cached. When the kernel's data cannot stay cached anyway,
+and nothing in the program reads the output again, a non-temporal store moves each written line once.
+layernorm at 4096x1024 f32 (32 MiB in and out, this machine's L3 is 32 MiB) runs at about 0.85 of its
+time with them; see ``docs/architecture.md``, "Streaming stores".
+
+Which arrays (:func:`streamed_arrays`): written by exactly one statement, with ``=``, read by no other
+statement (the writer may read the element it overwrites: softmax's ``y = y * (1 / s)``), not a
+temporary, and every kernel that writes it touches at least :func:`~polyfuse.cost.machine.last_level_cache`
+bytes at the given sizes (no sizes, no streaming: a small call would lose its cached output).
+
+How (:func:`stream_lines`): an innermost ``omp simd`` loop whose only statement writes such an array
+contiguously is split in three: the elements before the first 64-byte-aligned one, stored as usual; whole
+aligned 64-byte groups, each computed into an aligned stack buffer by a vectorised loop and then streamed
+(``pf_stream64``); the remainder, stored as usual. Non-temporal stores are weakly ordered, so every thread
+that streamed executes ``pf_stream_fence`` (``sfence``) before the barrier that publishes its stores (the
+printer turns ``omp parallel for`` into ``omp parallel`` + ``omp for nowait`` + fence for that), and a
+kernel run by one thread fences at its end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import islpy as isl
+
+from polyfuse.codegen.ast import block_children, loop_schedule, statement_call
+from polyfuse.codegen.c_expressions import strip_parens
+from polyfuse.codegen.c_openmp import access_moves
+from polyfuse.cost import machine
+from polyfuse.ir.expr import Cast, Expr, IndexValue, Read
+from polyfuse.ir.program import Program, Statement
+
+if TYPE_CHECKING:
+    from polyfuse.schedule.model import Kernel
+
+STREAM_BYTES = 64
+"""Bytes of one streamed group: a cache line, and one AVX-512 register (two AVX, four SSE ones)."""
+
+OPERATION_WEIGHT = {"/": 4, "sqrt": 4, "//": 4, "%": 6, "tdiv": 4, "trem": 4, "exp": 12, "log": 14, "tanh": 18, "pow": 30}
+"""Rough cost of one vectorised operation, in additions (the rest count 1): divisions and square roots
+are a few times slower, the c_math functions a dozen or more operations each."""
+STREAM_WORK_PER_BYTE = 2.0
+"""A loop streams only while it does at most this much weighted work per byte it moves (it is memory-bound).
+Measured on the 2-core Zen 4 these were tuned on: exp(x + 1) (1.6 per byte) runs in 0.81-0.88 of its time
+with streaming stores, layernorm's output loop (0.5) in 0.70-0.85; gelu(x + b) + r (2.25) is bound by its
+arithmetic (a cache-resident row takes as long per element) and lost 5-10 % to the staging."""
+
+STREAM_HELPERS = """\
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+/* streaming stores (codegen/c_stream.py): 64 bytes from the 64-byte-aligned v to the 64-byte-aligned p,
+   around the caches; pf_stream_fence orders them before what the thread stores next (sfence) */
+static inline void pf_stream64(void *p, const void *v) {
+#if defined(__AVX512F__)
+    _mm512_stream_si512((__m512i *)p, _mm512_load_si512(v));
+#elif defined(__AVX__)
+    _mm256_stream_si256((__m256i *)p, _mm256_load_si256((const __m256i *)v));
+    _mm256_stream_si256((__m256i *)p + 1, _mm256_load_si256((const __m256i *)v + 1));
+#elif defined(__SSE2__)
+    for (int k = 0; k < 4; k += 1) _mm_stream_si128((__m128i *)p + k, _mm_load_si128((const __m128i *)v + k));
+#else
+    for (int k = 0; k < 64; k += 1) ((unsigned char *)p)[k] = ((const unsigned char *)v)[k];
+#endif
+}
+static inline void pf_stream_fence(void) {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+"""
+
+
+def streamed_arrays(program: Program, kernels: Sequence[Kernel], params: Mapping[str, int],
+                    local: frozenset[str]) -> frozenset[str]:
+    """The arrays whose stores the C printer streams (see the module docstring); ``local`` are the arrays
+    the printer keeps in scalars."""
+    if not machine.streaming_stores() or any(p not in params for p in program.params):
+        return frozenset()
+    writers: dict[str, list[Statement]] = {}
+    readers: dict[str, set[str]] = {}
+    for st in program.statements:
+        writers.setdefault(st.write.array, []).append(st)
+        for acc in st.reads:
+            if not (acc.array == st.write.array and acc.relation.is_equal(st.write.relation)):
+                readers.setdefault(acc.array, set()).add(st.name)
+    kernel_of = {name: k for k in kernels for name in k.statements}
+    limit = cache_limits()[1]
+    out = set()
+    for name, sts in writers.items():
+        array = program.arrays[name]
+        if (len(sts) != 1 or sts[0].op != "=" or name in readers or array.role == "temp" or name in local
+                or array.dtype.bits // 8 not in (1, 2, 4, 8) or sts[0].name not in kernel_of):
+            continue
+        if _footprint(program, kernel_of[sts[0].name], params, local) >= limit:
+            out.add(name)
+    return frozenset(out)
+
+
+def cache_limits() -> tuple[int, int]:
+    """(bytes of one core's L2: an array at least this large comes from memory; bytes of the last-level
+    cache: a kernel touching at least this much streams). One seam, so that tests can stream small arrays."""
+    return machine.cache_sizes()[1], machine.last_level_cache()
+
+
+def _footprint(program: Program, kernel: Kernel, params: Mapping[str, int], local: frozenset[str]) -> int:
+    """Bytes of every array that the statements of ``kernel`` touch, whole (an upper bound that is exact
+    for the row-wise and elementwise kernels that stream)."""
+    names = {a.array for st in program.statements if st.name in kernel.statements for a in st.accesses} - local
+    return sum(_bytes(program, name, params) for name in names)
+
+
+def stream_lines(printer: object, node: isl.AstNode, depth: int, indent: str, simd: bool) -> list[str] | None:
+    """The innermost loop ``node`` split into aligned head, streamed body and tail (module docstring), or
+    ``None`` when it does not write a streamed array contiguously from one ``=`` statement. The loop's other
+    statements may only write the printer's local scalars (per-iteration temporaries, each written before
+    it is read). ``simd``: the loop is proven vectorisable (``#pragma omp simd``); otherwise its parts are
+    left to the compiler, as the loop would have been. ``printer`` is the C printer (its ``_index``,
+    ``_value``, ``_statement``, ``streamed``, ``local_scalars``)."""
+    body = node.for_get_body()
+    nodes = list(block_children(body)) if body.get_type() == isl.ast_node_type.block else [body]
+    if any(n.get_type() != isl.ast_node_type.user for n in nodes):
+        return None
+    calls = [statement_call(n) for n in nodes]
+    streamed = [c for c in calls if c.statement.write.array in printer.streamed]  # type: ignore[attr-defined]
+    if len(streamed) != 1 or streamed[0].statement.op != "=" or any(
+            c.statement.write.array not in printer.local_scalars for c in calls if c is not streamed[0]):  # type: ignore[attr-defined]
+        return None
+    call = streamed[0]
+    stmt = call.statement
+    if any(a.array == stmt.write.array and not a.relation.is_equal(stmt.write.relation)
+           for c in calls for a in c.statement.accesses):
+        return None  # another element of the array is read in the loop: staging would delay its store
+    bound = _upper_bound(printer, node)
+    schedule = loop_schedule(node)
+    inc = node.for_get_inc()
+    if bound is None or schedule is None or inc.get_type() != isl.ast_expr_type.int or inc.get_val().to_python() != 1:
+        return None
+    moves = access_moves(schedule, stmt, stmt.target)
+    if moves is None or moves[-1:] != [1] or any(moves[:-1]):
+        return None
+    work = work_per_byte([c.statement for c in calls], schedule, printer.program,  # type: ignore[attr-defined]
+                         printer.local_scalars, printer.sched.params)  # type: ignore[attr-defined]
+    if work is None or work > STREAM_WORK_PER_BYTE:
+        return None  # compute-bound: the stores are not what it waits for, and staging costs
+    it = printer._index(node.for_get_iterator())  # type: ignore[attr-defined]
+    init = printer._index(node.for_get_init())  # type: ignore[attr-defined]
+    op, ub = bound
+    target = printer._index(call.write)  # type: ignore[attr-defined]
+    statements = [printer._statement(c) for c in calls]  # type: ignore[attr-defined]
+    staged = [f"pf_stage[{it} - {{cursor}}] = {strip_parens(printer._value(stmt.value, call))};" if c is call  # type: ignore[attr-defined]
+              else text for c, text in zip(calls, statements)]
+    array = printer.program.arrays[stmt.write.array]  # type: ignore[attr-defined]
+    lanes = STREAM_BYTES // (array.dtype.bits // 8)
+    cursor = f"{it}_stream"
+    staged = [line.replace("{cursor}", cursor) for line in staged]
+    pad, one, two, three = (indent * (depth + k) for k in range(4))
+    vector = [f"{two}#pragma omp simd"] if simd else []
+    printer.stream_unfenced = True  # type: ignore[attr-defined]
+    return [
+        f"{pad}{{  /* {stmt.write.array}: streaming stores (written once, read by no statement; the kernel's data exceeds the cache) */",
+        f"{one}int64_t {cursor} = {init};",
+        f"{one}for (; {cursor} {op} {ub}; {cursor} += 1) {{  /* up to the first 64-byte-aligned element */",
+        f"{two}const int64_t {it} = {cursor};",
+        f"{two}if ((((uintptr_t)&{target}) & {STREAM_BYTES - 1}) == 0) break;",
+        *(two + line for line in statements),
+        f"{one}}}",
+        f"{one}for (; {cursor} + {lanes - 1} {op} {ub}; {cursor} += {lanes}) {{",
+        f"{two}{array.dtype.c_name} pf_stage[{lanes}] __attribute__((aligned({STREAM_BYTES})));",
+        *vector,
+        f"{two}for (int64_t {it} = {cursor}; {it} < {cursor} + {lanes}; {it} += 1) {{",
+        *(three + line for line in staged),
+        f"{two}}}",
+        f"{two}{{",
+        f"{three}const int64_t {it} = {cursor};",
+        f"{three}pf_stream64(&{target}, pf_stage);",
+        f"{two}}}",
+        f"{one}}}",
+        *([f"{one}#pragma omp simd"] if simd else []),
+        f"{one}for (int64_t {it} = {cursor}; {it} {op} {ub}; {it} += 1) {{",
+        *(two + line for line in statements),
+        f"{one}}}",
+        f"{pad}}}",
+    ]
+
+
+def work_per_byte(stmts: Sequence[Statement], schedule: isl.UnionMap, program: Program,
+                  local: frozenset[str], params: Mapping[str, int]) -> float | None:
+    """Weighted operations per byte of memory traffic in one iteration of an innermost loop running
+    ``stmts`` (its :func:`~polyfuse.codegen.ast.loop_schedule` is ``schedule``): operations that do not
+    change along the loop (the compiler hoists them) count nothing, each other one :data:`OPERATION_WEIGHT`
+    or 1; bytes are the elements of arrays larger than L2 that the loop walks. ``None`` where an access
+    does not move by a constant."""
+    written = {st.write.array for st in stmts}
+    l2 = cache_limits()[0]
+    moving: dict[tuple[str, int], bool] = {}
+    traffic: set[tuple[str, str]] = set()
+    for st in stmts:
+        for k, acc in enumerate(st.accesses):
+            if acc.array in local:
+                moving[(st.name, k)] = acc.array in written
+                continue
+            moves = access_moves(schedule, st, k)
+            if moves is None:
+                return None
+            moving[(st.name, k)] = any(moves)
+            if any(moves) and _bytes(program, acc.array, params) >= l2:
+                traffic.add((acc.array, str(acc.relation)))
+    work = 0
+    for st in stmts:
+        work += _variant_work(st.value, lambda access, st=st: moving[(st.name, access)])[1]
+    nbytes = sum(program.arrays[name].dtype.bits // 8 for name, _ in traffic)
+    return work / nbytes if nbytes else float("inf")
+
+
+def _variant_work(e: Expr, moves: Callable[[int], bool]) -> tuple[bool, int]:
+    """(whether ``e`` changes along the loop, the weighted operations of its changing part)."""
+    if isinstance(e, Read):
+        return moves(e.access), 0
+    if isinstance(e, IndexValue):  # a size is invariant; an iterator may move (conservatively: it does)
+        return e.value.involves_dims(isl.dim_type.in_, 0, e.value.dim(isl.dim_type.in_)), 0
+    parts = [_variant_work(c, moves) for c in e.children()]
+    variant = any(v for v, _ in parts)
+    own = OPERATION_WEIGHT.get(getattr(e, "op", ""), 1) if variant and not isinstance(e, Cast) else 0
+    return variant, own + sum(w for _, w in parts)
+
+
+def _bytes(program: Program, name: str, params: Mapping[str, int]) -> int:
+    """Bytes of array ``name`` at the sizes ``params``."""
+    array = program.arrays[name]
+    count = 1
+    for extent in array.concrete_shape(params):
+        count *= max(extent, 0)
+    return count * (array.dtype.bits // 8)
+
+
+def _upper_bound(printer: object, node: isl.AstNode) -> tuple[str, str] | None:
+    """``node``'s loop condition as (``<=`` or ``<``, bound text) when it is ``iterator op bound``."""
+    cond = node.for_get_cond()
+    if cond.get_type() != isl.ast_expr_type.op:
+        return None
+    ops = {isl.ast_expr_op_type.le: "<=", isl.ast_expr_op_type.lt: "<"}
+    op = ops.get(cond.get_op_type())
+    if op is None or cond.get_op_n_arg() != 2:
+        return None
+    lhs = cond.get_op_arg(0)
+    if lhs.get_type() != isl.ast_expr_type.id or lhs.get_id().get_name() != node.for_get_iterator().get_id().get_name():
+        return None
+    return op, printer._index(cond.get_op_arg(1))  # type: ignore[attr-defined]
+
+
+def fence_parallel_loop(lines: list[str], pad: str, indent: str, in_region: bool) -> list[str]:
+    """The OpenMP loop ``lines`` (its pragma first) with each thread fencing its streamed stores before the
+    barrier that ends the loop: ``nowait``, the fence, then the barrier (``omp barrier`` inside a host
+    loop's region; the end of a new ``omp parallel`` region otherwise)."""
+    pragma = lines[0].replace("#pragma omp parallel for", "#pragma omp for") + " nowait"
+    if in_region:
+        return [pragma, *lines[1:], f"{pad}pf_stream_fence();", f"{pad}#pragma omp barrier"]
+    inner = [indent + line for line in [pragma, *lines[1:]]]
+    return [f"{pad}#pragma omp parallel", f"{pad}{{", *inner, f"{pad}{indent}pf_stream_fence();", f"{pad}}}"]
