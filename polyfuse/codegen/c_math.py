@@ -253,7 +253,7 @@ PF_MATH float pf_pow_f32(float x, float y)
 
 # pf_fmax_lane_* and pf_fmin_lane_*: the same for an accumulator that is never NaN (a lane's copy under
 # ``omp simd reduction(max|min:)``, which starts at the operator's identity): one compare and blend, so the
-# reduction runs at the load rate (``c.lane_updates``)
+# reduction runs at the load rate (``c_innermost.lane_updates``)
 _MINMAX = """\
 PF_MATH float pf_fmax_f32(float a, float b) { return a > b || b != b ? a : b; }
 PF_MATH float pf_fmin_f32(float a, float b) { return a < b || b != b ? a : b; }
