@@ -33,6 +33,7 @@ class InnermostLoopPrinter:
     local_scalars: frozenset[str]
     streamed: frozenset[str]
     uses_streams: bool
+    stream_unfenced: bool
     _deps: isl.UnionMap | None
 
     def _index(self, expr: isl.AstExpr) -> str:
@@ -56,7 +57,7 @@ class InnermostLoopPrinter:
         simd = self._simd_safe(node)
         streamed = stream_lines(self, node, depth, INDENT, simd) if self.streamed else None
         if streamed is not None:
-            self.uses_streams = True
+            self.uses_streams = self.stream_unfenced = True
             return streamed, [], []
         return None, [f"{pad}#pragma omp simd"] if simd else [], []
 

@@ -33,6 +33,7 @@ from polyfuse.codegen.ast import block_children, loop_schedule, statement_call
 from polyfuse.codegen.c_expressions import strip_parens
 from polyfuse.codegen.c_openmp import access_moves
 from polyfuse.cost import machine
+from polyfuse.cost.traffic import array_bytes, itemsize
 from polyfuse.ir.expr import Cast, Expr, IndexValue, Read
 from polyfuse.ir.program import Program, Statement
 
@@ -84,19 +85,19 @@ def streamed_arrays(program: Program, kernels: Sequence[Kernel], params: Mapping
     if not machine.streaming_stores() or any(p not in params for p in program.params):
         return frozenset()
     writers: dict[str, list[Statement]] = {}
-    readers: dict[str, set[str]] = {}
+    read: set[str] = set()  # arrays some statement reads, other than a writer's own element
     for st in program.statements:
         writers.setdefault(st.write.array, []).append(st)
         for acc in st.reads:
             if not (acc.array == st.write.array and acc.relation.is_equal(st.write.relation)):
-                readers.setdefault(acc.array, set()).add(st.name)
+                read.add(acc.array)
     kernel_of = {name: k for k in kernels for name in k.statements}
     limit = cache_limits()[1]
     out = set()
     for name, sts in writers.items():
         array = program.arrays[name]
-        if (len(sts) != 1 or sts[0].op != "=" or name in readers or array.role == "temp" or name in local
-                or array.dtype.bits // 8 not in (1, 2, 4, 8) or sts[0].name not in kernel_of):
+        if (len(sts) != 1 or sts[0].op != "=" or name in read or array.role == "temp" or name in local
+                or itemsize(program, name) not in (1, 2, 4, 8) or sts[0].name not in kernel_of):
             continue
         if _footprint(program, kernel_of[sts[0].name], params, local) >= limit:
             out.add(name)
@@ -113,7 +114,7 @@ def _footprint(program: Program, kernel: Kernel, params: Mapping[str, int], loca
     """Bytes of every array that the statements of ``kernel`` touch, whole (an upper bound that is exact
     for the row-wise and elementwise kernels that stream)."""
     names = {a.array for st in program.statements if st.name in kernel.statements for a in st.accesses} - local
-    return sum(_bytes(program, name, params) for name in names)
+    return sum(array_bytes(program, name, params) or 0 for name in names)
 
 
 def stream_lines(printer: object, node: isl.AstNode, depth: int, indent: str, simd: bool) -> list[str] | None:
@@ -157,12 +158,11 @@ def stream_lines(printer: object, node: isl.AstNode, depth: int, indent: str, si
     staged = [f"pf_stage[{it} - {{cursor}}] = {strip_parens(printer._value(stmt.value, call))};" if c is call  # type: ignore[attr-defined]
               else text for c, text in zip(calls, statements)]
     array = printer.program.arrays[stmt.write.array]  # type: ignore[attr-defined]
-    lanes = STREAM_BYTES // (array.dtype.bits // 8)
+    lanes = STREAM_BYTES // itemsize(printer.program, stmt.write.array)  # type: ignore[attr-defined]
     cursor = f"{it}_stream"
     staged = [line.replace("{cursor}", cursor) for line in staged]
     pad, one, two, three = (indent * (depth + k) for k in range(4))
     vector = [f"{two}#pragma omp simd"] if simd else []
-    printer.stream_unfenced = True  # type: ignore[attr-defined]
     return [
         f"{pad}{{  /* {stmt.write.array}: streaming stores (written once, read by no statement; the kernel's data exceeds the cache) */",
         f"{one}int64_t {cursor} = {init};",
@@ -210,12 +210,12 @@ def work_per_byte(stmts: Sequence[Statement], schedule: isl.UnionMap, program: P
             if moves is None:
                 return None
             moving[(st.name, k)] = any(moves)
-            if any(moves) and _bytes(program, acc.array, params) >= l2:
+            if any(moves) and (array_bytes(program, acc.array, params) or 0) >= l2:
                 traffic.add((acc.array, str(acc.relation)))
     work = 0
     for st in stmts:
         work += _variant_work(st.value, lambda access, st=st: moving[(st.name, access)])[1]
-    nbytes = sum(program.arrays[name].dtype.bits // 8 for name, _ in traffic)
+    nbytes = sum(itemsize(program, name) for name, _ in traffic)
     return work / nbytes if nbytes else float("inf")
 
 
@@ -229,15 +229,6 @@ def _variant_work(e: Expr, moves: Callable[[int], bool]) -> tuple[bool, int]:
     variant = any(v for v, _ in parts)
     own = OPERATION_WEIGHT.get(getattr(e, "op", ""), 1) if variant and not isinstance(e, Cast) else 0
     return variant, own + sum(w for _, w in parts)
-
-
-def _bytes(program: Program, name: str, params: Mapping[str, int]) -> int:
-    """Bytes of array ``name`` at the sizes ``params``."""
-    array = program.arrays[name]
-    count = 1
-    for extent in array.concrete_shape(params):
-        count *= max(extent, 0)
-    return count * (array.dtype.bits // 8)
 
 
 def _upper_bound(printer: object, node: isl.AstNode) -> tuple[str, str] | None:
