@@ -33,7 +33,7 @@ import numpy as np
 
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError, RuntimeUnavailable
-from polyfuse.runtime import placement
+from polyfuse.runtime import placement, team
 from polyfuse.runtime.cache import cache_dir, cache_key, cached_artifact
 
 BASE_FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC", "-std=c99", "-fno-math-errno", "-fno-trapping-math")
@@ -142,7 +142,7 @@ class CFunction:
         self.function = getattr(self.library, code.entry)
         self.function.restype = None
         self.function.argtypes = [_ctype(a) for a in code.signature]
-        self.in_team = getattr(self.library, f"{code.entry}{TEAM_SUFFIX}")
+        self.in_team = getattr(self.library, f"{code.entry}{team.TEAM_SUFFIX}")
         self.in_team.restype = None
         self.in_team.argtypes = [ctypes.c_int, *self.function.argtypes]
         self._convert: list[Callable[[Any], Any]] = [_converter(a) for a in code.signature]
@@ -151,23 +151,29 @@ class CFunction:
         # (the thread count read and set around a call, the workers' placement): on a call after an idle
         # pause those few foreign calls run from cold caches (PolyBench jacobi-1d MEDIUM, one thread).
         self.parallel = uses_openmp(code.text)
+        if self.parallel:
+            team.share_clock(self.library, code.entry)
 
     def __call__(self, *values: Any) -> None:
         self._check_count(values)
-        if self.parallel:
-            placement.place_workers(self.team)
-        self.function(*(conv(v) for conv, v in zip(self._convert, values)))
+        if not self.parallel:
+            self.function(*(conv(v) for conv, v in zip(self._convert, values)))
+            return
+        placement.place_workers(self.team)
+        self.in_team(0, *(conv(v) for conv, v in zip(self._convert, values)))
 
     def bound(self, values: Sequence[Any], threads: int | None = None) -> Callable[[], None]:
         """A call of this function with ``values`` converted once: calling it costs one ctypes call, the
-        Python work of :meth:`__call__` done ahead (``threads`` as in :meth:`call_in_team`)."""
+        Python work of :meth:`__call__` done ahead (``threads`` as in :meth:`call_in_team`; None: OpenMP's
+        count). Code with a parallel region is called through the team wrapper either way, for its
+        cold-call policy."""
         self._check_count(values)
         converted = [t(conv(v)) for t, conv, v in zip(self.function.argtypes, self._convert, values)]
         if self.parallel:
             placement.place_workers(threads or self.team)
-        if not threads or not self.parallel:
+        if not self.parallel:
             return functools.partial(self.function, *converted)
-        return functools.partial(self.in_team, ctypes.c_int(threads), *converted)
+        return functools.partial(self.in_team, ctypes.c_int(threads or 0), *converted)
 
     def _check_count(self, values: Sequence[Any]) -> None:
         if len(values) != len(self._convert):
@@ -184,9 +190,6 @@ class CFunction:
         self.in_team(threads, *(conv(v) for conv, v in zip(self._convert, values)))
 
 
-TEAM_SUFFIX = "_in_team"
-
-
 def uses_openmp(text: str) -> bool:
     """Whether C ``text`` starts an OpenMP team (a parallel region) or calls OpenMP's runtime (``omp_*``);
     ``omp simd`` alone needs neither."""
@@ -194,29 +197,8 @@ def uses_openmp(text: str) -> bool:
 
 
 def team_wrapper(code: Code) -> str:
-    """C for ``<entry>_in_team(threads, ...)``: the entry called with OpenMP's thread count set to
-    ``threads`` and put back afterwards.
-
-    Why in C: a call with a thread count is the hot path of a prepared call, and doing the same through
-    ctypes (read the count, set it, call, set it back) costs three more foreign calls and their Python
-    frames. Warm that is a few microseconds; on the first call after an idle pause, when the caches hold
-    none of that code, it measured 50 microseconds, more than some whole kernels (PolyBench jacobi-1d
-    MEDIUM: 33 microseconds cold). Appended to the library's source only: not part of ``code.text``.
-    """
-    params = ", ".join(["int threads", *(f"{_c_type(a)} {a.name}" for a in code.signature)])
-    names = ", ".join(a.name for a in code.signature)
-    return (
-        "\nint omp_get_max_threads(void);\nvoid omp_set_num_threads(int);\n"
-        f"void {code.entry}{TEAM_SUFFIX}({params})\n"
-        "{\n"
-        "    int previous = omp_get_max_threads();\n"
-        "    if (previous != threads)\n"
-        "        omp_set_num_threads(threads);\n"
-        f"    {code.entry}({names});\n"
-        "    if (previous != threads)\n"
-        "        omp_set_num_threads(previous);\n"
-        "}\n"
-    )
+    """C for ``<entry>_in_team(threads, ...)`` and its cold-call policy (:mod:`polyfuse.runtime.team`)."""
+    return team.wrapper_source(code, [(_c_type(a), a.name) for a in code.signature])
 
 
 def _c_type(arg: Argument) -> str:
