@@ -55,7 +55,7 @@ def test_a_short_call_after_a_pause_tries_one_thread_then_keeps_the_faster(monke
     for _ in range(4):  # the first call (page faults) is not a sample; then warm calls, with the team
         run()
     s = _stats(exe)
-    assert s["threads"] == 2 and s["warm_s"] > 0 and s["considered"] == 0
+    assert s["threads"] == 2 and s["team_s"] > 0 and s["considered"] == 0
     team_result = y.copy()
     np.testing.assert_allclose(team_result, np.exp(x * x), rtol=2e-6)
 
@@ -117,7 +117,18 @@ def test_a_call_right_after_another_kernel_finds_the_team_awake(monkeypatch):
     time.sleep(PAUSE_S)
     run_first()  # wakes the team
     run_second()  # so this call is not after a pause
-    assert _stats(second)["considered"] == 0 and _stats(first)["considered"] == 0  # first had no warm sample yet
+    assert _stats(second)["considered"] == 0 and _stats(first)["considered"] == 0  # first had no team sample yet
+
+
+def test_with_passive_waiting_every_call_counts_as_after_a_pause(monkeypatch):
+    """``OMP_WAIT_POLICY=passive``: the workers sleep at once, so even back-to-back calls consider one thread."""
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    exe, x = _compiled("cold_passive", monkeypatch)
+    run = exe.prepare(x)
+    for _ in range(4):  # not a sample; no team time yet; the team; one thread
+        run()
+    s = _stats(exe)
+    assert s["considered"] == 2 and s["threads"] == 1 and s["cold_team_s"] > 0 and s["cold_one_s"] > 0
 
 
 def test_the_policy_is_off_on_request_or_when_the_workers_never_sleep(monkeypatch):

@@ -14,19 +14,19 @@ For a kernel whose whole warm call takes less than that, a call after a pause is
 thread alone (PolyBench atax MEDIUM, 2 threads: 0.21 ms with the team, 0.16 ms on one thread; gcc -O3 on
 the original source takes 0.19 ms).
 
-So the wrapper times every call (``omp_get_wtime``, two reads) and keeps, per entry: the last warm call's
-time, and the last time of a call after a pause with the team and on one thread. A call is *after a
+So the wrapper times every call (``omp_get_wtime``, two reads) and keeps, per entry: the time of the last
+call with the whole team, and the last time of a call after a pause with the team and on one thread. A call is *after a
 pause* when no polyfuse call with a team has ended for :data:`ASLEEP_AFTER_S` (the clock is shared by
 every polyfuse library of the process, :func:`share_clock`). Such a call considers one thread only when
-the entry's warm time times the team size, an estimate of its one-thread time, is under
-:data:`ONE_THREAD_MAX_S`. It then tries the team once, one thread once, and afterwards takes whichever
+the last team call's time times the team size, an estimate of its one-thread time (high when that call
+woke the team), is under :data:`ONE_THREAD_MAX_S`. It then tries the team once, one thread once, and afterwards takes whichever
 was faster last time, trying the other again every :data:`RETRY_EVERY` considered calls (a measurement
 can be an outlier, and the machine's load changes). Nothing else changes: warm calls and large calls
 always get the whole team.
 
 The same results either way: polyfuse's parallel loops give each iteration to one thread and reduce
-across SIMD lanes only, never across threads, so one thread computes exactly what the team computes (the
-C differential tests run the same code at 1 and 2 threads). ``POLYFUSE_COLD_ONE_THREAD=0`` turns the
+across SIMD lanes only, never across threads, so one thread computes exactly what the team computes
+(``tests/test_cold_calls.py`` runs the 30 PolyBench kernels' 2-thread code on 1 and 2 threads). ``POLYFUSE_COLD_ONE_THREAD=0`` turns the
 policy off; so does ``OMP_WAIT_POLICY=active`` (the workers never sleep), and ``OMP_WAIT_POLICY=passive``
 (they sleep at once) makes every call count as after a pause.
 """
@@ -49,7 +49,7 @@ ONE_THREAD_MAX_S = 1e-3  # consider one thread only for calls estimated this sho
 RETRY_EVERY = 8
 POLICY_VARIABLE = "POLYFUSE_COLD_ONE_THREAD"
 
-STATS_FIELDS = ("warm_s", "cold_team_s", "cold_one_s", "threads", "considered")
+STATS_FIELDS = ("team_s", "cold_team_s", "cold_one_s", "threads", "considered")
 
 
 def asleep_after_s() -> float | None:
@@ -79,13 +79,14 @@ def wrapper_source(code: Code, signature: Sequence[tuple[str, str]]) -> str:
         "double omp_get_wtime(void);",
         "static double pf_own_clock = -1.0;",
         "static double *pf_team_clock = &pf_own_clock;  /* when the last polyfuse call with a team ended */",
-        "static double pf_warm_s = -1.0, pf_cold_s[2] = {-1.0, -1.0};  /* [0]: with the team, [1]: one thread */",
+        "static double pf_team_s = -1.0;  /* the last call with the whole team */",
+        "static double pf_cold_s[2] = {-1.0, -1.0};  /* the last calls after a pause: [0] with the team, [1] on one thread */",
         "static long pf_calls = 0, pf_considered = 0;",
         "static int pf_last_threads = 0;",
         f"void {entry}{CLOCK_SUFFIX}(double *clock) {{ pf_team_clock = clock; }}",
         f"void {entry}{STATS_SUFFIX}(double *out)",
         "{",
-        "    out[0] = pf_warm_s; out[1] = pf_cold_s[0]; out[2] = pf_cold_s[1];",
+        "    out[0] = pf_team_s; out[1] = pf_cold_s[0]; out[2] = pf_cold_s[1];",
         "    out[3] = pf_last_threads; out[4] = (double)pf_considered;",
         "}",
         f"void {entry}{TEAM_SUFFIX}({params})",
@@ -95,7 +96,7 @@ def wrapper_source(code: Code, signature: Sequence[tuple[str, str]]) -> str:
         "    double start = omp_get_wtime();",
         f"    int cold = {int(policy)} && *pf_team_clock >= 0.0 && start - *pf_team_clock > {asleep or 0.0!r};",
         "    /* after a pause, a call short enough on one thread may skip waking the team */",
-        f"    int consider = cold && team > 1 && pf_warm_s >= 0.0 && pf_warm_s * team < {ONE_THREAD_MAX_S!r};",
+        f"    int consider = cold && team > 1 && pf_team_s >= 0.0 && pf_team_s * team < {ONE_THREAD_MAX_S!r};",
         "    int one = 0;",
         "    if (consider) {",
         "        pf_considered++;",
@@ -112,8 +113,8 @@ def wrapper_source(code: Code, signature: Sequence[tuple[str, str]]) -> str:
         "        omp_set_num_threads(previous);",
         "    double end = omp_get_wtime();",
         "    if (pf_calls++ > 0) {  /* the first call pays for page faults and loading: not a sample */",
-        "        if (!cold) pf_warm_s = end - start;",
-        "        else if (consider) pf_cold_s[one] = end - start;",
+        "        if (!one) pf_team_s = end - start;",
+        "        if (consider) pf_cold_s[one] = end - start;",
         "    }",
         "    pf_last_threads = use;",
         "    *pf_team_clock = end;",
@@ -132,9 +133,9 @@ def share_clock(library: ctypes.CDLL, entry: str) -> None:
 
 
 def stats(library: ctypes.CDLL, entry: str) -> dict[str, float]:
-    """The wrapper's record for ``entry``: last warm time, last times after a pause with the team and on
-    one thread (negative: none yet), the thread count of the last call, and how many calls after a pause
-    considered one thread. For tests and for users asking why a call ran on one thread."""
+    """The wrapper's record for ``entry``: the last time with the whole team, the last times after a pause
+    with the team and on one thread (negative: none yet), the thread count of the last call, and how many
+    calls after a pause considered one thread. For tests and for users asking why a call ran on one thread."""
     out = (ctypes.c_double * len(STATS_FIELDS))()
     read = getattr(library, f"{entry}{STATS_SUFFIX}")
     read.restype = None
