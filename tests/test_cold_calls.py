@@ -43,6 +43,15 @@ def _compiled(name: str, monkeypatch: pytest.MonkeyPatch, one_thread_max_s: floa
     return exe, x
 
 
+def _warm_then_paused(run, paused: int) -> None:
+    """Four calls back to back (the first is not a sample), then ``paused`` calls each after a pause."""
+    for _ in range(4):
+        run()
+    for _ in range(paused):
+        time.sleep(PAUSE_S)
+        run()
+
+
 def _stats(exe: pf.Executable) -> dict[str, float]:
     function = exe.compiled.function
     return team.stats(function.library, function.code.entry)
@@ -96,14 +105,8 @@ def test_plain_calls_go_through_the_same_policy(monkeypatch):
 
 def test_long_calls_never_leave_the_team(monkeypatch):
     exe, x = _compiled("cold_long", monkeypatch, one_thread_max_s=0.0)  # every call counts as long
-    run = exe.prepare(x)
-    for _ in range(4):
-        run()
-    for _ in range(3):
-        time.sleep(PAUSE_S)
-        run()
-        assert _stats(exe)["threads"] == 2
-    assert _stats(exe)["considered"] == 0
+    _warm_then_paused(exe.prepare(x), paused=3)
+    assert _stats(exe)["considered"] == 0 and _stats(exe)["threads"] == 2  # (one thread is only ever tried when considered)
 
 
 def test_a_call_right_after_another_kernel_finds_the_team_awake(monkeypatch):
@@ -135,12 +138,7 @@ def test_the_policy_is_off_on_request_or_when_the_workers_never_sleep(monkeypatc
     monkeypatch.setenv(team.POLICY_VARIABLE, "0")
     assert team.asleep_after_s() is None
     exe, x = _compiled("cold_off", monkeypatch)
-    run = exe.prepare(x)
-    for _ in range(4):
-        run()
-    for _ in range(2):
-        time.sleep(PAUSE_S)
-        run()
+    _warm_then_paused(exe.prepare(x), paused=2)
     assert _stats(exe)["considered"] == 0 and _stats(exe)["threads"] == 2
     monkeypatch.delenv(team.POLICY_VARIABLE)
     monkeypatch.setenv("OMP_WAIT_POLICY", "active")
