@@ -169,12 +169,7 @@ class CFunction:
             team.share_clock(self.library, code.entry)
 
     def __call__(self, *values: Any) -> None:
-        self._check_count(values)
-        if not self.parallel:
-            self.function(*(conv(v) for conv, v in zip(self._convert, values)))
-            return
-        placement.place_workers(self.team)
-        self.in_team(0, *(conv(v) for conv, v in zip(self._convert, values)))
+        self.call_in_team(values, 0)
 
     def bound(self, values: Sequence[Any], threads: int | None = None) -> Callable[[], None]:
         """A call of this function with ``values`` converted once: calling it costs one ctypes call, the
@@ -183,10 +178,9 @@ class CFunction:
         cold-call policy."""
         self._check_count(values)
         converted = [t(conv(v)) for t, conv, v in zip(self.function.argtypes, self._convert, values)]
-        if self.parallel:
-            placement.place_workers(threads or self.team)
         if not self.parallel:
             return functools.partial(self.function, *converted)
+        placement.place_workers(threads or self.team)
         return functools.partial(self.in_team, ctypes.c_int(threads or 0), *converted)
 
     def _check_count(self, values: Sequence[Any]) -> None:
@@ -195,12 +189,13 @@ class CFunction:
 
     def call_in_team(self, values: Sequence[Any], threads: int) -> None:
         """Call with ``values`` and OpenMP's thread count set to ``threads`` for this call only (the count is
-        an OpenMP per-thread setting of the calling thread; it is put back afterwards)."""
+        an OpenMP per-thread setting of the calling thread; it is put back afterwards; 0: OpenMP's count).
+        Code with a parallel region goes through the team wrapper, for its cold-call policy."""
         self._check_count(values)
         if not self.parallel:
             self.function(*(conv(v) for conv, v in zip(self._convert, values)))
             return
-        placement.place_workers(threads)
+        placement.place_workers(threads or self.team)
         self.in_team(threads, *(conv(v) for conv, v in zip(self._convert, values)))
 
 

@@ -70,7 +70,7 @@ def wrapper_source(code: Code, signature: Sequence[tuple[str, str]]) -> str:
     params = ", ".join(["int threads", *(f"{ctype} {name}" for ctype, name in signature)])
     names = ", ".join(name for _, name in signature)
     asleep = asleep_after_s()
-    policy = asleep is not None
+    paused = "0" if asleep is None else f"*pf_team_clock >= 0.0 && start - *pf_team_clock > {asleep!r}"
     return "\n".join([
         "",
         "/* polyfuse runtime: the team wrapper (polyfuse/runtime/team.py) */",
@@ -94,7 +94,7 @@ def wrapper_source(code: Code, signature: Sequence[tuple[str, str]]) -> str:
         "    int previous = omp_get_max_threads();",
         "    int team = threads > 0 ? threads : previous;",
         "    double start = omp_get_wtime();",
-        f"    int cold = {int(policy)} && *pf_team_clock >= 0.0 && start - *pf_team_clock > {asleep or 0.0!r};",
+        f"    int cold = {paused};  /* after a pause (0: the policy is off) */",
         "    /* after a pause, a call short enough on one thread may skip waking the team */",
         f"    int consider = cold && team > 1 && pf_team_s >= 0.0 && pf_team_s * team < {ONE_THREAD_MAX_S!r};",
         "    int one = 0;",
