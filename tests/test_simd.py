@@ -42,7 +42,9 @@ def independent(A: pf.f32[N, M], B: pf.f32[N, M]):
 
 
 def _simd_loops(text: str) -> int:
-    return text.count("#pragma omp simd\n")
+    """Loops given the pragma: a loop printed with shifted reads (``c_shift.py``) is one loop whose head and
+    tail both carry it."""
+    return text.count("#pragma omp simd\n") - text.count("shifted reads kept in vector registers")
 
 
 def test_gemvers_fused_column_tiles_get_the_pragma_and_equal_gccs_build() -> None:

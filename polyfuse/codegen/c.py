@@ -56,6 +56,7 @@ from polyfuse.codegen.c_openmp import (
     holds_parallel_mark,
     two,
 )
+from polyfuse.codegen.c_shift import shift_helpers
 from polyfuse.codegen.c_stream import STREAM_HELPERS, fence_parallel_loop, streamed_arrays
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
@@ -136,6 +137,7 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         self._loop_counter = 0
         self.math_parts: set[str] = set()
         self.uses_vectors = False  # set by the micro-kernel printer (``c_micro.py``)
+        self.shifts: set[tuple[str, int]] = set()  # (type, offset) of the shifted reads printed (``c_shift.py``)
         self.in_kernel = False  # printing below a kernel mark
         self.in_region = False  # printing inside a host loop's ``omp parallel`` region
         self._deps: isl.UnionMap | None = None  # every dependence of the program (``_simd_safe``), on first use
@@ -159,7 +161,8 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
             "#include <math.h>",
             "#include <stdint.h>",
             "",
-            C_HELPERS + VALUE_HELPERS + (VECTOR_HELPERS if self.uses_vectors else "")
+            C_HELPERS + VALUE_HELPERS + (VECTOR_HELPERS if self.uses_vectors or self.shifts else "")
+            + shift_helpers(self.shifts)
             + (STREAM_HELPERS if self.uses_streams else "") + c_math.math_source(self.math_parts),
             f"void {entry}(\n{params})",
             "{",

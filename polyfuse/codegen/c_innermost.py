@@ -16,6 +16,7 @@ import islpy as isl
 from polyfuse.codegen.ast import block_children, expr_ids, loop_schedule, statement_call
 from polyfuse.codegen.c_expressions import strip_parens
 from polyfuse.codegen.c_openmp import element_reduction, holds_loop, simd_clauses, simd_safe, user_nodes
+from polyfuse.codegen.c_shift import shift_lines
 from polyfuse.codegen.c_stream import stream_lines
 from polyfuse.ir.program import Program
 from polyfuse.schedule.deps import dependences_of, union_of
@@ -32,6 +33,7 @@ class InnermostLoopPrinter:
     sched: Schedule
     local_scalars: frozenset[str]
     streamed: frozenset[str]
+    shifts: set[tuple[str, int]]
     uses_streams: bool
     stream_unfenced: bool
     _deps: isl.UnionMap | None
@@ -59,6 +61,9 @@ class InnermostLoopPrinter:
         if streamed is not None:
             self.uses_streams = self.stream_unfenced = True
             return streamed, [], []
+        shifted = shift_lines(self, node, depth, INDENT) if simd else None
+        if shifted is not None:
+            return shifted, [], []
         return None, [f"{pad}#pragma omp simd"] if simd else [], []
 
     def _element_reduction(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str] | None:

@@ -138,7 +138,7 @@ def stream_lines(printer: object, node: isl.AstNode, depth: int, indent: str, si
     if any(a.array == stmt.write.array and not a.relation.is_equal(stmt.write.relation)
            for c in calls for a in c.statement.accesses):
         return None  # another element of the array is read in the loop: staging would delay its store
-    bound = _upper_bound(printer, node)
+    bound = upper_bound(printer, node)
     schedule = loop_schedule(node)
     inc = node.for_get_inc()
     if bound is None or schedule is None or inc.get_type() != isl.ast_expr_type.int or inc.get_val().to_python() != 1:
@@ -231,7 +231,7 @@ def _variant_work(e: Expr, moves: Callable[[int], bool]) -> tuple[bool, int]:
     return variant, own + sum(w for _, w in parts)
 
 
-def _upper_bound(printer: object, node: isl.AstNode) -> tuple[str, str] | None:
+def upper_bound(printer: object, node: isl.AstNode) -> tuple[str, str] | None:
     """``node``'s loop condition as (``<=`` or ``<``, bound text) when it is ``iterator op bound``."""
     cond = node.for_get_cond()
     if cond.get_type() != isl.ast_expr_type.op:

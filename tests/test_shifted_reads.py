@@ -1,0 +1,190 @@
+"""C target: a vectorised loop that reads an array at neighbouring elements keeps the loaded vectors in
+registers and takes the neighbours from them (``codegen/c_shift.py``). The results equal, bit for bit,
+the same program's code without shifted reads (the same operations in the same order), and the reference
+interpreter's, at lengths that leave every head, middle and tail shape (5 to 1000 elements, symbolic sizes,
+with the length threshold lifted so that the shifted code runs whatever the length) and on arrays that start at every 8-byte
+misalignment of a cache line; gcc's own build of PolyBench's jacobi-1d is the oracle at a length where the
+shifted loop runs."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyfuse as pf
+from tests.c_oracle import check_against_gcc
+
+c_shift = importlib.import_module("polyfuse.codegen.c_shift")
+c_innermost = importlib.import_module("polyfuse.codegen.c_innermost")
+
+N, R, T = pf.params("N R T")
+MARK = "shifted reads kept in vector registers"
+KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+@pf.program(assume="N >= 3")
+def _jacobi1d(A: pf.f64[N], B: pf.f64[N]):
+    """PolyBench's jacobi-1d: offsets -1, 0, +1 (the previous, current and next vectors)."""
+    for t in range(T):
+        for i in range(1, N - 1):
+            B[i] = 0.33333 * (A[i - 1] + A[i] + A[i + 1])
+        for i in range(1, N - 1):
+            A[i] = 0.33333 * (B[i - 1] + B[i] + B[i + 1])
+
+
+@pf.program(assume="N >= 5")
+def _rows32(X: pf.f32[R, N], Z: pf.f32[R, N], W: pf.f32[R], Y: pf.f32[R, N], s: pf.f32):
+    """f32 rows: offsets -2 and +2 around an unread centre, a scalar, an invariant read and a plain one."""
+    for i in range(R):
+        for j in range(2, N - 2):
+            Y[i, j] = (X[i, j - 2] - X[i, j + 2]) * s + Z[i, j] * W[i] - (-X[i, j + 1])
+
+
+@pf.program(assume="N >= 4")
+def _ahead(X: pf.f64[N], Y: pf.f64[N]):
+    """Only offsets ahead (the current and next vectors): X[i], X[i + 3]."""
+    for i in range(N - 3):
+        Y[i] = X[i + 3] / 4.0 + X[i]
+
+
+@pf.program(assume="N >= 3")
+def _behind(X: pf.f64[N], Y: pf.f64[N]):
+    """Only offsets behind (the previous and current vectors): X[i - 2], X[i - 1]."""
+    for i in range(2, N):
+        Y[i] = X[i - 2] * X[i - 1]
+
+
+PROGRAMS = {"jacobi1d": _jacobi1d, "rows32": _rows32, "ahead": _ahead, "behind": _behind}
+
+
+def _misaligned(values: np.ndarray, skip: int) -> np.ndarray:
+    """A copy of ``values`` that starts ``skip`` elements past a 64-byte boundary."""
+    base = np.empty(values.size + 64, values.dtype)
+    first = (-base.ctypes.data % 64) // base.itemsize + skip
+    out = base[first:first + values.size].reshape(values.shape)
+    out[...] = values
+    return out
+
+
+def _arguments(prog: pf.Program, sizes: dict[str, int], seed: int) -> dict[str, object]:
+    rng = np.random.default_rng(seed)
+    out: dict[str, object] = {}
+    for n in prog.arguments:
+        if n in prog.arrays:
+            a = prog.arrays[n]
+            out[n] = rng.uniform(-1, 1, a.concrete_shape(sizes)).astype(a.dtype.numpy)
+        else:
+            out[n] = np.float32(0.75)
+    return out
+
+
+def _placed(args: dict[str, object], skip: int) -> dict[str, object]:
+    """The arguments with each array ``skip`` (the next array one more) elements past a cache line."""
+    return {n: _misaligned(v, (skip + k) % 8) if isinstance(v, np.ndarray) else v for k, (n, v) in enumerate(args.items())}
+
+
+def _run_plain(monkeypatch: pytest.MonkeyPatch, prog: pf.Program, calls: list[dict[str, object]], **kwargs) -> None:
+    """Compile ``prog`` without shifted reads and call it on each of ``calls`` (code is printed lazily, and
+    again per specialisation, so the printer stays without them until the last call)."""
+    with monkeypatch.context() as m:
+        m.setattr(c_innermost, "shift_lines", lambda *a: None)
+        exe = pf.compile(prog, target="c", **kwargs)
+        assert MARK not in exe.code.text
+        for args in calls:
+            exe(**args)
+
+
+@pytest.mark.parametrize("n", [5, 7, 37, 129, 400, 1000])
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_shifted_reads_equal_the_plain_loop_and_the_reference(monkeypatch, name, n):
+    prog = PROGRAMS[name]
+    sizes = {p: {"N": n, "R": 3, "T": 2}[p] for p in prog.params}
+    monkeypatch.setattr(c_shift, "MIN_TRIP_BYTES", 0)  # (every loop long enough: short ones run the split too)
+    shifted = pf.compile(prog, target="c")
+    assert MARK in shifted.code.text and "PF_LANES_" in shifted.code.text
+    reference = pf.reference(prog)
+    args = _arguments(prog, sizes, n)
+    placed = [(_placed(args, skip), _placed(args, skip + 1), _placed(args, skip)) for skip in range(0, 8, 3)]
+    for got, _, want in placed:
+        shifted(**got, **sizes)
+        reference(**want, **sizes)
+    _run_plain(monkeypatch, prog, [{**same, **sizes} for _, same, _ in placed])
+    for skip, (got, same, want) in zip(range(0, 8, 3), placed):
+        for k in prog.arguments:
+            if k not in prog.arrays:
+                continue
+            np.testing.assert_array_equal(got[k], same[k], err_msg=f"{k}, skip {skip}")  # no arithmetic changes
+            tol = 1e-5 if prog.arrays[k].dtype is pf.f32 else 1e-12
+            np.testing.assert_allclose(got[k], want[k], rtol=tol, atol=tol, err_msg=f"{k}, skip {skip}")
+
+
+def test_only_long_loops_at_known_sizes(monkeypatch):
+    """With sizes given, a loop shorter than MIN_TRIP_BYTES keeps its plain ``omp simd`` loop; a long one
+    (PolyBench's MEDIUM jacobi-1d: 398 doubles) gets shifted reads, on one thread and on two."""
+    short = pf.compile(_jacobi1d, target="c", params={"N": 100, "T": 10}).code.text
+    assert MARK not in short and "#pragma omp simd" in short
+    for threads in (1, 2):
+        long = pf.compile(_jacobi1d, target="c", params={"N": 400, "T": 100}, threads=threads)
+        assert long.code.text.count(MARK) == 2
+        args = _arguments(_jacobi1d, {"N": 400}, 1)
+        want = {k: np.array(v, copy=True) for k, v in args.items()}
+        long(**args, T=100)
+        _run_plain(monkeypatch, _jacobi1d, [{**want, "T": 100}], params={"N": 400, "T": 100}, threads=threads)
+        for k in ("A", "B"):
+            np.testing.assert_array_equal(args[k], want[k])
+
+
+@pf.program(assume="N >= 3")
+def _strided(X: pf.f64[N, N], Y: pf.f64[N, N]):
+    for i in range(1, N - 1):
+        for j in range(N):
+            Y[j, i] = X[j, i - 1] + X[j, i + 1]
+
+
+@pf.program(assume="N >= 3")
+def _exp(X: pf.f64[N], Y: pf.f64[N]):
+    for i in range(1, N - 1):
+        Y[i] = pf.exp(X[i - 1]) + X[i + 1]
+
+
+@pf.program(assume="N >= 3")
+def _update(X: pf.f64[N], Y: pf.f64[N]):
+    for i in range(1, N - 1):
+        Y[i] += X[i - 1] + X[i + 1]
+
+
+@pf.program(assume="N >= 3")
+def _far(X: pf.f64[N], Y: pf.f64[N]):
+    for i in range(4, N - 4):
+        Y[i] = X[i - 4] + X[i + 4]
+
+
+@pytest.mark.parametrize("prog", [_strided, _exp, _update, _far], ids=["strided", "exp", "update", "far"])
+def test_loops_that_keep_the_plain_vector_loop(prog):
+    """Not where the neighbours are not along a contiguous loop (the interchanged loop walks ``j`` rows),
+    where the value needs a function the vector extensions lack (``exp``), for an update (``+=``), or
+    where the offsets reach farther than MAX_OFFSET."""
+    assert MARK not in pf.compile(prog, target="c").code.text
+
+
+def test_lane_macros_for_every_vector_width():
+    """``PF_LANES_<type>_<offset>`` exists for each width that has more lanes than the offset, and picks
+    lanes of the previous and current vectors behind, of the current and next ahead."""
+    text = c_shift.shift_helpers({("f64", -1), ("f64", 3), ("f32", 2)})
+    wide, mid, narrow = (text.split(f"PF_VBYTES == {w}")[1] for w in (64, 32, 16))
+    assert "#define PF_LANES_f64_m1(p, c, n) __builtin_shufflevector(p, c, 7, 8, 9, 10, 11, 12, 13, 14)" in wide
+    assert "#define PF_LANES_f64_p3(p, c, n) __builtin_shufflevector(c, n, 3, 4, 5, 6)" in mid
+    assert "#define PF_LANES_f32_p2(p, c, n) __builtin_shufflevector(c, n, 2, 3, 4, 5)" in narrow.split("#endif")[0]
+    assert "PF_LANES_f64_p3" not in narrow  # two doubles: no third neighbour
+    assert "__has_builtin(__builtin_shufflevector)" in text
+    assert c_shift.shift_helpers(set()) == ""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_polybench_jacobi_1d_matches_gcc_where_the_shifted_loop_runs(threads):
+    args = {"A": np.random.default_rng(3).uniform(-1, 1, 400), "B": np.random.default_rng(4).uniform(-1, 1, 400), "tsteps": 20}
+    check_against_gcc(KERNELS / "jacobi-1d.c", "kernel_jacobi_1d", args, defines={"N": 400, "TSTEPS": 20},
+                      threads=threads, rtol=1e-12, atol=1e-12)
