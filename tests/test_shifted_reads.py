@@ -13,9 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import polyfuse as pf
 from tests.c_oracle import check_against_gcc
+from tests.fuzz.harness import load_source
 
 c_shift = importlib.import_module("polyfuse.codegen.c_shift")
 c_innermost = importlib.import_module("polyfuse.codegen.c_innermost")
@@ -156,17 +159,17 @@ def _update(X: pf.f64[N], Y: pf.f64[N]):
         Y[i] += X[i - 1] + X[i + 1]
 
 
-@pf.program(assume="N >= 3")
+@pf.program(assume="N >= 17")
 def _far(X: pf.f64[N], Y: pf.f64[N]):
-    for i in range(4, N - 4):
-        Y[i] = X[i - 4] + X[i + 4]
+    for i in range(8, N - 8):
+        Y[i] = X[i - 8] + X[i + 8]
 
 
 @pytest.mark.parametrize("prog", [_strided, _exp, _update, _far], ids=["strided", "exp", "update", "far"])
 def test_loops_that_keep_the_plain_vector_loop(prog):
     """Not where the neighbours are not along a contiguous loop (the interchanged loop walks ``j`` rows),
     where the value needs a function the vector extensions lack (``exp``), for an update (``+=``), or
-    where the offsets reach farther than MAX_OFFSET."""
+    where the offsets reach farther than the lanes of the widest vector (8 doubles either side)."""
     assert MARK not in pf.compile(prog, target="c").code.text
 
 
@@ -183,8 +186,67 @@ def test_lane_macros_for_every_vector_width():
     assert c_shift.shift_helpers(set()) == ""
 
 
+@pytest.fixture(scope="module")
+def monkeypatch_session():
+    """A monkeypatch that hypothesis' repeated examples may share (function-scoped fixtures may not)."""
+    with pytest.MonkeyPatch.context() as m:
+        yield m
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_polybench_jacobi_1d_matches_gcc_where_the_shifted_loop_runs(threads):
     args = {"A": np.random.default_rng(3).uniform(-1, 1, 400), "B": np.random.default_rng(4).uniform(-1, 1, 400), "tsteps": 20}
     check_against_gcc(KERNELS / "jacobi-1d.c", "kernel_jacobi_1d", args, defines={"N": 400, "TSTEPS": 20},
                       threads=threads, rtol=1e-12, atol=1e-12)
+
+
+# ----- random stencils ------------------------------------------------------------------------------
+@st.composite
+def _stencils(draw) -> tuple[str, str]:
+    """A random one-statement stencil along a row: 2-4 distinct offsets of ``X`` within 3, combined by
+    ``+ - * /``, negation, constants, the scalar ``s`` and a plain read of ``Z``; and its element type."""
+    dtype = draw(st.sampled_from(["f32", "f64"]))
+    offsets = draw(st.lists(st.integers(-3, 3), min_size=2, max_size=4, unique=True))
+    terms = [f"X[i, j + {o}]" if o >= 0 else f"X[i, j - {-o}]" for o in offsets]
+    terms += draw(st.lists(st.sampled_from(["Z[i, j]", "s", "0.5", "(-X[i, j])"]), max_size=2))
+    order = draw(st.permutations(terms))
+    value = order[0]
+    for term in order[1:]:
+        op = draw(st.sampled_from(["+", "-", "*", "/"]))
+        value = f"({value} {op} {term})" if op != "/" else f"({value} / (1.5 + {term} * {term}))"
+    source = "\n".join([
+        "import polyfuse as pf",
+        "",
+        "R, N = pf.params('R N')",
+        "",
+        "",
+        '@pf.program(assume="N >= 7")',
+        f"def stencil(X: pf.{dtype}[R, N], Z: pf.{dtype}[R, N], Y: pf.{dtype}[R, N], s: pf.{dtype}):",
+        "    for i in range(R):",
+        "        for j in range(3, N - 3):",
+        f"            Y[i, j] = {value}",
+        "",
+    ])
+    return source, dtype
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, database=None)
+@given(case=_stencils(), n=st.integers(7, 150), skip=st.integers(0, 7))
+def test_random_stencils_equal_the_plain_loop(monkeypatch_session, case, n, skip):
+    """Any mix of offsets, operations and operands: the shifted loop's bits are the plain loop's."""
+    source, dtype = case
+    prog = load_source(source, "stencil")
+    sizes = {"R": 2, "N": n}
+    rng = np.random.default_rng(n + skip)
+    np_type = np.float32 if dtype == "f32" else np.float64
+    args = {k: rng.uniform(-1, 1, (2, n)).astype(np_type) for k in ("X", "Z", "Y")}
+    args["s"] = np_type(0.75)
+    got = {k: _misaligned(v, skip) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    same = {k: _misaligned(v, (skip + 3) % 8) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    with monkeypatch_session.context() as m:
+        m.setattr(c_shift, "MIN_TRIP_BYTES", 0)
+        exe = pf.compile(prog, target="c", tile=None)
+        assert MARK in exe.code.text, source
+        exe(**got, **sizes)
+    _run_plain(monkeypatch_session, prog, [{**same, **sizes}], tile=None)
+    np.testing.assert_array_equal(got["Y"], same["Y"], err_msg=source)

@@ -15,7 +15,7 @@ Which loops (:func:`shift_lines`): an innermost ``omp simd`` loop (proven free o
 carries) of unit step, whose one statement assigns (``=``) a float element that moves contiguously
 along the loop, and whose value is made of ``+ - * /``, negation, constants, scalars and reads of the
 statement's own type, each read either invariant along the loop (broadcast) or contiguous; some array
-is read at two or more offsets along its last dimension (at most :data:`MAX_OFFSET` elements from the
+is read at two or more offsets along its last dimension (at most :func:`max_offset` elements from the
 reference read), and none of those arrays is written in the loop. The loop must also be long
 (:data:`MIN_TRIP_BYTES`): the head below runs up to two vectors' worth of iterations the old way, which a
 tile's short rows would feel (64-double rows of jacobi-2d's tiles ran at 0.72 of the plain loop's speed).
@@ -49,8 +49,11 @@ MIN_TRIP_BYTES = 1024
 """A loop is printed with shifted reads only where its longest run, at the given sizes, stores at
 least this many bytes (64 doubles, 128 floats: eight AVX-512 vectors); unknown sizes count as long."""
 
-MAX_OFFSET = 3
-"""The farthest neighbour (in elements, either side of the reference read) that shifted reads cover."""
+def max_offset(itemsize: int) -> int:
+    """The farthest neighbour, in elements either side of the reference read, that shifted reads cover: one
+    less than the lanes of the widest vector (7 doubles, 15 floats). A narrower vector whose lanes do not
+    reach it keeps the plain loop (the ``#if`` around the shifted part)."""
+    return max(VECTOR_BYTES) // itemsize - 1
 
 VECTOR_BYTES = (64, 32, 16)
 """The vector widths ``PF_VBYTES`` the generated C may be compiled for (``c_micro.VECTOR_HELPERS``)."""
@@ -103,7 +106,7 @@ def shift_lines(printer: object, node: isl.AstNode, depth: int, indent: str) -> 
     reads = [r.access for r in stmt.value.walk() if isinstance(r, Read)]
     if any(not _contiguous(moves[k]) and any(moves[k]) for k in reads):  # type: ignore[arg-type]
         return None  # a strided read: the plain loop's business
-    groups = _groups(stmt, [k for k in dict.fromkeys(reads) if any(moves[k])])  # type: ignore[arg-type]
+    groups = _groups(stmt, [k for k in dict.fromkeys(reads) if any(moves[k])], max_offset(_TYPES[dtype][1]))  # type: ignore[arg-type]
     if groups is None or not groups or any(g.array == stmt.write.array for g in groups):
         return None
     if not _long_enough(schedule, printer.sched.params, _TYPES[dtype][1]):  # type: ignore[attr-defined]
@@ -159,11 +162,12 @@ def shift_lines(printer: object, node: isl.AstNode, depth: int, indent: str) -> 
         f"{one}const int64_t {end} = {ub}{' + 1' if op == '<=' else ''};",
         f"{one}int64_t {cursor} = {init};",
         f"{pad}#if defined(PF_SHIFTS) && {vl} > {widest}",
-        f"{one}{{",
-        f"{two}int64_t {it}_aligned = {cursor} + {lead};  /* the vector before the first is data the loop reads */",
-        f"{two}{{",
-        f"{three}const int64_t {it} = {it}_aligned;  /* then on to the first stored vector that is aligned */",
-        f"{three}{it}_aligned += (int64_t)((PF_VBYTES - (uintptr_t)&{target} % PF_VBYTES) % PF_VBYTES) / (int64_t)sizeof({ctype});",
+        f"{one}if ({cursor} < {end}) {{",
+        f"{two}int64_t {it}_aligned;  /* past {lead} steps (the vector before the first is data the loop reads), */",
+        f"{two}{{  /* then on to the first stored vector that is aligned (the address taken at the first step) */",
+        f"{three}const int64_t {it} = {cursor};",
+        f"{three}const uintptr_t {it}_at = ((uintptr_t)&{target} + (uintptr_t)({lead}) * sizeof({ctype})) % PF_VBYTES;",
+        f"{three}{it}_aligned = {cursor} + {lead} + (int64_t)((PF_VBYTES - {it}_at) % PF_VBYTES) / (int64_t)sizeof({ctype});",
         f"{two}}}",
         f"{two}const int64_t {it}_head = polyfuse_min({it}_aligned, {end});",
         f"{two}#pragma omp simd",
@@ -232,10 +236,10 @@ def _contiguous(moves: Sequence[int] | None) -> bool:
     return moves is not None and len(moves) > 0 and moves[-1] == 1 and not any(moves[:-1])
 
 
-def _groups(stmt, reads: Sequence[int]) -> list[_Group] | None:
+def _groups(stmt, reads: Sequence[int], farthest: int) -> list[_Group] | None:
     """The contiguous reads ``reads`` of ``stmt`` grouped by array and position up to a constant offset
     along the last dimension; only groups of two or more offsets, and ``None`` where an access is not one
-    affine piece or two offsets lie more than :data:`MAX_OFFSET` from the reference."""
+    affine piece or an offset lies more than ``farthest`` elements from its group's reference."""
     by_shape: dict[tuple, list[tuple[int, int]]] = {}
     for k in reads:
         coeffs = access_coefficients(stmt.accesses[k].relation)
@@ -250,9 +254,10 @@ def _groups(stmt, reads: Sequence[int]) -> list[_Group] | None:
     for (array, _, _), members in by_shape.items():
         if len({c for _, c in members}) < 2:
             continue
-        reference = min(members, key=lambda m: (abs(m[1] - anchor), m[1]))[1]  # the read nearest the store
+        consts = [c for _, c in members]  # the reference: the read nearest the middle, then the store
+        reference = min(consts, key=lambda r: (max(abs(c - r) for c in consts), abs(r - anchor), r))
         offsets = tuple(c - reference for _, c in members)
-        if max(abs(o) for o in offsets) > MAX_OFFSET:
+        if max(abs(o) for o in offsets) > farthest:
             return None
         ref_access = next(k for k, c in members if c == reference)
         out.append(_Group(array, ref_access, tuple(k for k, _ in members), offsets))
