@@ -8,7 +8,9 @@ shifted loop runs."""
 
 from __future__ import annotations
 
+import ctypes
 import importlib
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -122,6 +124,43 @@ def test_shifted_reads_equal_the_plain_loop_and_the_reference(monkeypatch, name,
             np.testing.assert_array_equal(got[k], same[k], err_msg=f"{k}, skip {skip}")  # no arithmetic changes
             tol = 1e-5 if prog.arrays[k].dtype is pf.f32 else 1e-12
             np.testing.assert_allclose(got[k], want[k], rtol=tol, atol=tol, err_msg=f"{k}, skip {skip}")
+
+
+def _guarded(values: np.ndarray, keep: list, at_end: bool) -> np.ndarray:
+    """A copy of ``values`` that ends just before (``at_end``) or starts just after an unreadable page, so
+    that a load past the loop's data faults instead of reading a neighbour's memory."""
+    page = mmap.PAGESIZE
+    pages = -(-values.nbytes // page) + 1
+    buf = mmap.mmap(-1, pages * page)
+    keep.append(buf)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    guard = base + (pages - 1) * page if at_end else base
+    assert ctypes.CDLL(None).mprotect(ctypes.c_void_p(guard), ctypes.c_size_t(page), 0) == 0
+    start = (pages - 1) * page - values.nbytes if at_end else page
+    out = np.frombuffer(buf, dtype=values.dtype, count=values.size, offset=start).reshape(values.shape)
+    out[...] = values
+    return out
+
+
+@pytest.mark.parametrize("at_end", [True, False], ids=["ends-at-a-guard-page", "starts-after-a-guard-page"])
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_no_load_outside_the_data_the_loop_reads(monkeypatch, name, at_end):
+    """Each array placed against an unreadable page: the vectors before the first step and after the last
+    are never loaded beyond what the plain loop reads (a stray load would fault)."""
+    prog = PROGRAMS[name]
+    monkeypatch.setattr(c_shift, "MIN_TRIP_BYTES", 0)
+    for n in (7, 37, 129, 130, 131, 132):
+        sizes = {p: {"N": n, "R": 3, "T": 2}[p] for p in prog.params}
+        exe = pf.compile(prog, target="c", params=sizes, tile=None)  # (untiled: a row's last vector ends the array)
+        assert MARK in exe.code.text
+        args, keep = _arguments(prog, sizes, n), []
+        got = {k: _guarded(v, keep, at_end) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+        want = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+        exe(**got, **sizes)
+        pf.reference(prog)(**want, **sizes)
+        for k in prog.arrays:
+            if k in got:
+                np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-5, err_msg=k)
 
 
 def test_only_long_loops_at_known_sizes(monkeypatch):

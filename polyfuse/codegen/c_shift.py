@@ -144,15 +144,19 @@ def shift_lines(printer: object, node: isl.AstNode, depth: int, indent: str) -> 
     first = [f"{three}{{", f"{four}const int64_t {it} = {cursor};"]
     steady: list[str] = []
     rotate: list[str] = []
-    for g in groups:
+    for g in groups:  # (every load reads data the loop reads: never past the last step's elements)
         v, ref = names[g.array], refs[g.array]
-        first.append(f"{four}{v}_c = pf_vload_{dtype}(&{ref});")
         if g.low < 0:
             first.append(f"{four}{v}_p = pf_vload_{dtype}(&{ref} - {vl});")
+        if g.high > 0:  # the current vector comes from the previous step's next one
+            first.append(f"{four}{v}_c = pf_vload_{dtype}(&{ref});")
+            steady.append(f"{four}{v}_n = pf_vload_{dtype}(&{ref} + {vl});")
+        else:  # no next vector: the current one is loaded at its own step
+            steady.append(f"{four}{v}_c = pf_vload_{dtype}(&{ref});")
+        if g.low < 0:
             rotate.append(f"{four}{v}_p = {v}_c;")
         if g.high > 0:
-            steady.append(f"{four}{v}_n = pf_vload_{dtype}(&{ref} + {vl});")
-        rotate.append(f"{four}{v}_c = {v}_n;" if g.high > 0 else f"{four}{v}_c = pf_vload_{dtype}(&{ref} + {vl});")
+            rotate.append(f"{four}{v}_c = {v}_n;")
     first.append(f"{three}}}")
     declared = ", ".join(f"{names[g.array]}_{part}" for g in groups for part in ("p", "c", "n")
                          if part == "c" or (part == "p" and g.low < 0) or (part == "n" and g.high > 0))
