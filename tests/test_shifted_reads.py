@@ -19,8 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polyfuse as pf
+from examples.kernels import jacobi_1d  # PolyBench's jacobi-1d: offsets -1, 0, +1 (previous, current, next vectors)
 from tests.c_oracle import check_against_gcc
-from tests.fuzz.harness import load_source
+from tests.fuzz.harness import copy_args, load_source, make_inputs
 
 c_shift = importlib.import_module("polyfuse.codegen.c_shift")
 c_innermost = importlib.import_module("polyfuse.codegen.c_innermost")
@@ -28,16 +29,6 @@ c_innermost = importlib.import_module("polyfuse.codegen.c_innermost")
 N, R, T = pf.params("N R T")
 MARK = "shifted reads kept in vector registers"
 KERNELS = Path(__file__).resolve().parent / "kernels"
-
-
-@pf.program(assume="N >= 3")
-def _jacobi1d(A: pf.f64[N], B: pf.f64[N]):
-    """PolyBench's jacobi-1d: offsets -1, 0, +1 (the previous, current and next vectors)."""
-    for t in range(T):
-        for i in range(1, N - 1):
-            B[i] = 0.33333 * (A[i - 1] + A[i] + A[i + 1])
-        for i in range(1, N - 1):
-            A[i] = 0.33333 * (B[i - 1] + B[i] + B[i + 1])
 
 
 @pf.program(assume="N >= 5")
@@ -62,7 +53,7 @@ def _behind(X: pf.f64[N], Y: pf.f64[N]):
         Y[i] = X[i - 2] * X[i - 1]
 
 
-PROGRAMS = {"jacobi1d": _jacobi1d, "rows32": _rows32, "ahead": _ahead, "behind": _behind}
+PROGRAMS = {"jacobi1d": jacobi_1d, "rows32": _rows32, "ahead": _ahead, "behind": _behind}
 
 
 def _misaligned(values: np.ndarray, skip: int) -> np.ndarray:
@@ -71,18 +62,6 @@ def _misaligned(values: np.ndarray, skip: int) -> np.ndarray:
     first = (-base.ctypes.data % 64) // base.itemsize + skip
     out = base[first:first + values.size].reshape(values.shape)
     out[...] = values
-    return out
-
-
-def _arguments(prog: pf.Program, sizes: dict[str, int], seed: int) -> dict[str, object]:
-    rng = np.random.default_rng(seed)
-    out: dict[str, object] = {}
-    for n in prog.arguments:
-        if n in prog.arrays:
-            a = prog.arrays[n]
-            out[n] = rng.uniform(-1, 1, a.concrete_shape(sizes)).astype(a.dtype.numpy)
-        else:
-            out[n] = np.float32(0.75)
     return out
 
 
@@ -111,12 +90,12 @@ def test_shifted_reads_equal_the_plain_loop_and_the_reference(monkeypatch, name,
     shifted = pf.compile(prog, target="c")
     assert MARK in shifted.code.text and "PF_LANES_" in shifted.code.text
     reference = pf.reference(prog)
-    args = _arguments(prog, sizes, n)
+    args = make_inputs(prog, sizes, n)
     placed = [(_placed(args, skip), _placed(args, skip + 1), _placed(args, skip)) for skip in range(0, 8, 3)]
     for got, _, want in placed:
-        shifted(**got, **sizes)
-        reference(**want, **sizes)
-    _run_plain(monkeypatch, prog, [{**same, **sizes} for _, same, _ in placed])
+        shifted(**got)
+        reference(**want)
+    _run_plain(monkeypatch, prog, [same for _, same, _ in placed])
     for skip, (got, same, want) in zip(range(0, 8, 3), placed):
         for k in prog.arguments:
             if k not in prog.arrays:
@@ -153,11 +132,11 @@ def test_no_load_outside_the_data_the_loop_reads(monkeypatch, name, at_end):
         sizes = {p: {"N": n, "R": 3, "T": 2}[p] for p in prog.params}
         exe = pf.compile(prog, target="c", params=sizes, tile=None)  # (untiled: a row's last vector ends the array)
         assert MARK in exe.code.text
-        args, keep = _arguments(prog, sizes, n), []
+        args, keep = make_inputs(prog, sizes, n), []
         got = {k: _guarded(v, keep, at_end) if isinstance(v, np.ndarray) else v for k, v in args.items()}
-        want = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for k, v in args.items()}
-        exe(**got, **sizes)
-        pf.reference(prog)(**want, **sizes)
+        want = copy_args(args)
+        exe(**got)
+        pf.reference(prog)(**want)
         for k in prog.arrays:
             if k in got:
                 np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-5, err_msg=k)
@@ -166,15 +145,15 @@ def test_no_load_outside_the_data_the_loop_reads(monkeypatch, name, at_end):
 def test_only_long_loops_at_known_sizes(monkeypatch):
     """With sizes given, a loop shorter than MIN_TRIP_BYTES keeps its plain ``omp simd`` loop; a long one
     (PolyBench's MEDIUM jacobi-1d: 398 doubles) gets shifted reads, on one thread and on two."""
-    short = pf.compile(_jacobi1d, target="c", params={"N": 100, "T": 10}).code.text
+    short = pf.compile(jacobi_1d, target="c", params={"N": 100, "T": 10}).code.text
     assert MARK not in short and "#pragma omp simd" in short
     for threads in (1, 2):
-        long = pf.compile(_jacobi1d, target="c", params={"N": 400, "T": 100}, threads=threads)
+        long = pf.compile(jacobi_1d, target="c", params={"N": 400, "T": 100}, threads=threads)
         assert long.code.text.count(MARK) == 2
-        args = _arguments(_jacobi1d, {"N": 400}, 1)
-        want = {k: np.array(v, copy=True) for k, v in args.items()}
-        long(**args, T=100)
-        _run_plain(monkeypatch, _jacobi1d, [{**want, "T": 100}], params={"N": 400, "T": 100}, threads=threads)
+        args = make_inputs(jacobi_1d, {"N": 400, "T": 100}, 1)
+        want = copy_args(args)
+        long(**args)
+        _run_plain(monkeypatch, jacobi_1d, [want], params={"N": 400, "T": 100}, threads=threads)
         for k in ("A", "B"):
             np.testing.assert_array_equal(args[k], want[k])
 
@@ -241,9 +220,9 @@ def test_polybench_jacobi_1d_matches_gcc_where_the_shifted_loop_runs(threads):
 
 # ----- random stencils ------------------------------------------------------------------------------
 @st.composite
-def _stencils(draw) -> tuple[str, str]:
+def _stencils(draw) -> str:
     """A random one-statement stencil along a row: 2-4 distinct offsets of ``X`` within 3, combined by
-    ``+ - * /``, negation, constants, the scalar ``s`` and a plain read of ``Z``; and its element type."""
+    ``+ - * /``, negation, constants, the scalar ``s`` and a plain read of ``Z``, in f32 or f64."""
     dtype = draw(st.sampled_from(["f32", "f64"]))
     offsets = draw(st.lists(st.integers(-3, 3), min_size=2, max_size=4, unique=True))
     terms = [f"X[i, j + {o}]" if o >= 0 else f"X[i, j - {-o}]" for o in offsets]
@@ -266,26 +245,21 @@ def _stencils(draw) -> tuple[str, str]:
         f"            Y[i, j] = {value}",
         "",
     ])
-    return source, dtype
+    return source
 
 
 @settings(max_examples=12, deadline=None, derandomize=True, database=None)
-@given(case=_stencils(), n=st.integers(7, 150), skip=st.integers(0, 7))
-def test_random_stencils_equal_the_plain_loop(monkeypatch_session, case, n, skip):
+@given(source=_stencils(), n=st.integers(7, 150), skip=st.integers(0, 7))
+def test_random_stencils_equal_the_plain_loop(monkeypatch_session, source, n, skip):
     """Any mix of offsets, operations and operands: the shifted loop's bits are the plain loop's."""
-    source, dtype = case
     prog = load_source(source, "stencil")
-    sizes = {"R": 2, "N": n}
-    rng = np.random.default_rng(n + skip)
-    np_type = np.float32 if dtype == "f32" else np.float64
-    args = {k: rng.uniform(-1, 1, (2, n)).astype(np_type) for k in ("X", "Z", "Y")}
-    args["s"] = np_type(0.75)
+    args = make_inputs(prog, {"R": 2, "N": n}, n + skip)
     got = {k: _misaligned(v, skip) if isinstance(v, np.ndarray) else v for k, v in args.items()}
     same = {k: _misaligned(v, (skip + 3) % 8) if isinstance(v, np.ndarray) else v for k, v in args.items()}
     with monkeypatch_session.context() as m:
         m.setattr(c_shift, "MIN_TRIP_BYTES", 0)
         exe = pf.compile(prog, target="c", tile=None)
         assert MARK in exe.code.text, source
-        exe(**got, **sizes)
-    _run_plain(monkeypatch_session, prog, [{**same, **sizes}], tile=None)
+        exe(**got)
+    _run_plain(monkeypatch_session, prog, [same], tile=None)
     np.testing.assert_array_equal(got["Y"], same["Y"], err_msg=source)

@@ -216,16 +216,22 @@ def access_moves(schedule: isl.UnionMap, stmt: Statement, access: int) -> list[i
     """How far the element that access number ``access`` of ``stmt`` touches moves, per array dimension,
     when the innermost loop of ``schedule`` (see :func:`simd_safe`) advances by one: ``[0, ..., 0, 1]``
     is a contiguous walk. ``None`` where the move is not a constant."""
+    return statement_moves(schedule, stmt)[access]
+
+
+def statement_moves(schedule: isl.UnionMap, stmt: Statement) -> list[list[int] | None]:
+    """:func:`access_moves` of every access of ``stmt``, in order, the loop's step computed once."""
     flat, n = _flat_range(schedule)
-    if flat is None or n == 0:
-        return None
-    maps: list[isl.Map] = []
-    flat.foreach_map(lambda m: maps.append(m) if m.get_tuple_name(isl.dim_type.in_) == stmt.name else None)
-    move = _one_step(maps[0], n) if len(maps) == 1 else None
-    coeffs = access_coefficients(stmt.accesses[access].relation) if move is not None else None
-    if move is None or coeffs is None:
-        return None
-    return [sum(c * d for c, d in zip(dim[0], move)) for dim in coeffs]
+    move = None
+    if flat is not None and n > 0:
+        maps: list[isl.Map] = []
+        flat.foreach_map(lambda m: maps.append(m) if m.get_tuple_name(isl.dim_type.in_) == stmt.name else None)
+        move = _one_step(maps[0], n) if len(maps) == 1 else None
+    out: list[list[int] | None] = []
+    for acc in stmt.accesses:
+        coeffs = access_coefficients(acc.relation) if move is not None else None
+        out.append(None if move is None or coeffs is None else [sum(c * d for c, d in zip(dim[0], move)) for dim in coeffs])
+    return out
 
 
 def _flat_range(schedule: isl.UnionMap) -> tuple[isl.UnionMap | None, int]:

@@ -40,7 +40,7 @@ import islpy as isl
 
 from polyfuse.codegen.ast import block_children, loop_schedule, statement_call
 from polyfuse.codegen.c_expressions import literal, strip_parens
-from polyfuse.codegen.c_openmp import access_moves
+from polyfuse.codegen.c_openmp import statement_moves
 from polyfuse.codegen.c_stream import upper_bound
 from polyfuse.ir.expr import Binary, Const, Expr, Read, ScalarArg, Unary
 from polyfuse.schedule.tiling.accesses import access_coefficients
@@ -100,7 +100,9 @@ def shift_lines(printer: object, node: isl.AstNode, depth: int, indent: str) -> 
     bound = upper_bound(printer, node)
     if schedule is None or bound is None or inc.get_type() != isl.ast_expr_type.int or inc.get_val().to_python() != 1:
         return None
-    moves = [access_moves(schedule, stmt, k) for k in range(len(stmt.accesses))]
+    if _vector(stmt.value, dtype, lambda k: "") is None:
+        return None  # (before any isl work: most loops fail here)
+    moves = statement_moves(schedule, stmt)
     if any(m is None for m in moves) or not _contiguous(moves[stmt.target]):
         return None
     reads = [r.access for r in stmt.value.walk() if isinstance(r, Read)]

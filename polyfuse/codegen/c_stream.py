@@ -31,7 +31,7 @@ import islpy as isl
 
 from polyfuse.codegen.ast import block_children, loop_schedule, statement_call
 from polyfuse.codegen.c_expressions import strip_parens
-from polyfuse.codegen.c_openmp import access_moves
+from polyfuse.codegen.c_openmp import access_moves, statement_moves
 from polyfuse.cost import machine
 from polyfuse.cost.traffic import array_bytes, itemsize
 from polyfuse.ir.expr import Cast, Expr, IndexValue, Read
@@ -202,11 +202,12 @@ def work_per_byte(stmts: Sequence[Statement], schedule: isl.UnionMap, program: P
     moving: dict[tuple[str, int], bool] = {}
     traffic: set[tuple[str, str]] = set()
     for st in stmts:
+        per_access = statement_moves(schedule, st)
         for k, acc in enumerate(st.accesses):
             if acc.array in local:
                 moving[(st.name, k)] = acc.array in written
                 continue
-            moves = access_moves(schedule, st, k)
+            moves = per_access[k]
             if moves is None:
                 return None
             moving[(st.name, k)] = any(moves)
