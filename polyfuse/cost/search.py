@@ -69,6 +69,7 @@ class Limits:
     block_work: int = 256
     cache_bytes: int = 262144
     c_parallelism: int = 16
+    threads: int | None = None  # C: the threads the code will run on (None: OpenMP's default team)
 
 
 @dataclass(frozen=True)

@@ -151,7 +151,7 @@ def schedule(
             prog, split = split_pivots(prog)  # floyd-warshall's row and column k apart from the rest
             forwarded += split
     label = "explicit" if schedule is not None else fusion
-    limits = Limits(shared_memory=shared_memory, cache_bytes=cache_bytes)
+    limits = Limits(shared_memory=shared_memory, cache_bytes=cache_bytes, threads=threads)
     search = None
     # (a program with concrete shapes and no params= keeps the default tiles: on the PyTorch encoder layer
     # the search's shapes for a scores kernel with no micro-tile measured 5 ms slower than 32-tiles)
@@ -231,10 +231,10 @@ def _cuda_kernel_shape(shared_limit: int, prog: Program, stmt) -> bool:
 
 
 def _map_and_check(prog, base, view, target, tile, params, search, microtiles: bool, cache_bytes: int | None = None,
-                   parallel: Mapping[str, tuple[str, ...]] | None = None, shared_memory: int = 49152):
+                   parallel: Mapping[str, tuple[str, ...]] | None = None, shared_memory: int = 49152, threads: int | None = None):
     """Host/kernel split, tiling and mapping, contraction of temporaries, and the legality check."""
     mapper = Mapper(prog, target, tile, params, choose=search, microtiles=microtiles, cache_bytes=cache_bytes, parallel=parallel,
-                    view=view, shared_memory=shared_memory)
+                    view=view, shared_memory=shared_memory, wavefronts=threads != 1 and not parallel)
     tree = split(base.get_root(), mapper).get_schedule()
     kernels = tuple(mapper.kernels)
     privatized = contract(prog, tree, kernels, view)
@@ -377,7 +377,7 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits, para
     if target == "c":  # C kernel shapes, kept only where the whole tree stays legal
         try:
             mapped = _map_and_check(prog, distribute_contractions(prog, base, view), view, target, tile, params, search, True,
-                                    limits.cache_bytes, parallel=parallel)
+                                    limits.cache_bytes, parallel=parallel, threads=limits.threads)
         except IllegalTransformError:
             pass
     if target == "cuda" and tile == "auto" and not parallel:  # register micro-tiles (tiling/cuda_microtile.py)
@@ -389,7 +389,7 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits, para
         except IllegalTransformError:
             pass
     if mapped is None:
-        mapped = _map_and_check(prog, base, view, target, tile, params, search, False, parallel=parallel)
+        mapped = _map_and_check(prog, base, view, target, tile, params, search, False, parallel=parallel, threads=limits.threads)
     tree, kernels, privatized = mapped
     if target == "cuda":  # one block per row where rows reduce into per-row values (checked inside)
         tree, kernels, privatized = cooperative_rows(prog, tree, kernels, privatized, view, params)

@@ -87,6 +87,7 @@ class Kernel:
     microtile: Any = None  # CUDA: the register micro-tile plan its printer follows (tiling/cuda_microtile.py)
     vector_sum: Any = None  # CUDA: the plan of a sum into a vector its printer follows (mapping/vector_sums.py)
     unroll: int = 0  # CUDA: how far the cooperative-row loops are unrolled (mapping/rows.py; 0: the printer's default)
+    wavefront: str = ""  # C: how its tiles run in parallel on diagonals, where no loop of it is parallel (tiling/wavefront.py)
 
     @property
     def without_parallel_loop(self) -> bool:
@@ -190,6 +191,8 @@ class Schedule:
                 lines.append(f"  {k.name}: parallel reduction: {k.reduction}")
             if k.microtile is not None:
                 lines.append(f"  {k.name}: {k.microtile}")
+            if k.wavefront:
+                lines.append(f"  {k.name}: {k.wavefront}")
             if k.vector_sum is not None:
                 lines.append(f"  {k.name}: {k.vector_sum}")
             elif k.parallel_depth == 0:

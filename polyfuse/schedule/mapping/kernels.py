@@ -40,6 +40,7 @@ from polyfuse.schedule.tiling.microtile import find_contraction, lane_tile, micr
 from polyfuse.schedule.tiling.rowwise import row_members, rows_first
 from polyfuse.schedule.tiling.sizes import sizes_for, tile_band
 from polyfuse.schedule.tiling.streaming import streams
+from polyfuse.schedule.tiling.wavefront import describe, wavefront
 
 SERIAL_INSTANCES = 4096  # C: a kernel launch with fewer statement instances runs on one thread (_work_per_launch)
 
@@ -93,10 +94,11 @@ class Mapper:
 
     def __init__(self, prog: Program, target: str, tile, params: Mapping[str, int] | None, choose=None,
                  microtiles: bool = False, cache_bytes: int | None = None, parallel: Choices | None = None,
-                 view: DepView | None = None, shared_memory: int = SHARED_LIMIT) -> None:
+                 view: DepView | None = None, shared_memory: int = SHARED_LIMIT, wavefronts: bool = False) -> None:
         self.prog = prog
         self.view = view  # the dependences, for the C kernel shapes that ask them (``jam.py``)
         self.microtiles = microtiles  # C: register micro-tiles for contraction bands (``microtile.py``)
+        self.wavefronts = wavefronts  # C: parallel tiles on the diagonals of a sequential band (``wavefront.py``)
         self.cache_bytes = cache_bytes
         self.shared_memory = shared_memory  # CUDA: static shared memory a block may use (micro-tiles' operand tiles)
         self.target = target
@@ -167,6 +169,15 @@ class Mapper:
                 node, sizes = micro
             else:
                 sizes = sizes_for(self.tile, "c", stmts, node.band_n_member(), 0)
+                diagonal = None
+                if self.wavefronts and not parallel_band and self.params is not None:
+                    diagonal = wavefront(self.prog, node, sizes, self._work_per_launch(node), self._bounds)
+                if diagonal is not None:  # a host loop over the diagonals of tiles around a parallel kernel
+                    outer, thread = prefix_through(diagonal, 0), prefix_through(diagonal, 1)
+                    kernel = Kernel(name, stmts, parallel_depth=1, tile_sizes=tuple(sizes), wavefront=describe(sizes))
+                    self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat_depth(diagonal) + 1))
+                    node = diagonal.insert_mark(isl.Id(PARALLEL_MARK)).insert_mark(isl.Id(KERNEL_MARK, user=kernel))
+                    return node.parent()
                 node = tile_band(node, sizes)
         kernel = Kernel(name, stmts, grid=launch[0], block=launch[1], tile_sizes=tuple(sizes), serial=serial)
         self.kernels.append(KernelInfo(kernel, domain, None, None, flat))
