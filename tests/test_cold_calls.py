@@ -1,6 +1,7 @@
 """C target: the team wrapper's cold-call policy (``polyfuse.runtime.team``). After an idle pause a short
 call may run on the calling thread alone instead of waking OpenMP's sleeping workers; it tries both once,
-then keeps the faster, and computes exactly what the team computes. Warm calls always get the team.
+then keeps the faster, and computes exactly what the team computes. Short calls back to back get the same
+choice with their own record (turned off here except in the tests of it).
 
 The pause is made explicit: the tests compile with a long ``ASLEEP_AFTER_S`` (compiled into the wrapper)
 and sleep well past it, so a slow test machine cannot turn a back-to-back call into a cold one; and the
@@ -32,11 +33,14 @@ def _program(name: str) -> pf.Program:
     return g.build(y=pf.ops.exp(pf.ops.mul(x, x)))
 
 
-def _compiled(name: str, monkeypatch: pytest.MonkeyPatch, one_thread_max_s: float = 10.0) -> tuple[pf.Executable, np.ndarray]:
-    """Compiled for 2 threads, with the pause and the size limit compiled into the wrapper (by default every
-    call counts as short: a loaded test machine makes warm calls slow)."""
+def _compiled(name: str, monkeypatch: pytest.MonkeyPatch, one_thread_max_s: float = 10.0,
+              warm_max_s: float = 0.0) -> tuple[pf.Executable, np.ndarray]:
+    """Compiled for 2 threads, with the pause and the size limits compiled into the wrapper (by default every
+    call after a pause counts as short, a loaded test machine makes warm calls slow, and no call back to
+    back does)."""
     monkeypatch.setattr(team, "ASLEEP_AFTER_S", ASLEEP_S)
     monkeypatch.setattr(team, "ONE_THREAD_MAX_S", one_thread_max_s)
+    monkeypatch.setattr(team, "WARM_ONE_THREAD_MAX_S", warm_max_s)
     exe = pf.compile(_program(name), target="c", params={"M": 96, "N": 97}, threads=2)
     assert "#pragma omp parallel" in exe.code.text
     x = np.linspace(-1.5, 1.5, 96 * 97, dtype=np.float32).reshape(96, 97)
@@ -104,6 +108,44 @@ def test_plain_calls_go_through_the_same_policy(monkeypatch):
     np.testing.assert_allclose(got, np.exp(x * x), rtol=2e-6)
 
 
+def test_short_calls_back_to_back_try_one_thread_then_keep_the_faster(monkeypatch):
+    monkeypatch.setattr(team, "WARM_RETRY_EVERY", 4)
+    exe, x = _compiled("warm_policy", monkeypatch, warm_max_s=10.0)
+    y = np.empty_like(x)
+    run = exe.prepare(x, y)
+    run()  # (not a sample)
+    run()  # no team time yet: the team
+    s = _stats(exe)
+    assert s["threads"] == 2 and s["weighed"] == 0 and s["team_s"] > 0
+    team_result = y.copy()
+    run()  # the team first
+    s = _stats(exe)
+    assert s["threads"] == 2 and s["weighed"] == 1 and s["warm_team_s"] > 0 and s["warm_one_s"] < 0
+    y[:] = 0
+    run()  # then one thread, with the same result bit for bit
+    s = _stats(exe)
+    assert s["threads"] == 1 and s["weighed"] == 2 and s["warm_one_s"] > 0
+    np.testing.assert_array_equal(y, team_result)
+    faster = 1 if s["warm_one_s"] < s["warm_team_s"] else 2
+    run()  # then whichever was faster last time
+    s = _stats(exe)
+    assert s["threads"] == faster and s["weighed"] == 3
+    faster = 1 if s["warm_one_s"] < s["warm_team_s"] else 2
+    run()  # the fourth: a look at the other choice
+    s = _stats(exe)
+    assert s["threads"] == 3 - faster and s["weighed"] == 4 and s["considered"] == 0
+    np.testing.assert_array_equal(y, team_result)
+
+
+def test_back_to_back_calls_estimated_long_keep_the_team(monkeypatch):
+    exe, x = _compiled("warm_long", monkeypatch, warm_max_s=0.0)
+    run = exe.prepare(x)
+    for _ in range(6):
+        run()
+    s = _stats(exe)
+    assert s["weighed"] == 0 and s["threads"] == 2
+
+
 def test_long_calls_never_leave_the_team(monkeypatch):
     exe, x = _compiled("cold_long", monkeypatch, one_thread_max_s=0.0)  # every call counts as long
     _warm_then_paused(exe.prepare(x), paused=3)
@@ -138,9 +180,9 @@ def test_with_passive_waiting_every_call_counts_as_after_a_pause(monkeypatch):
 def test_the_policy_is_off_on_request_or_when_the_workers_never_sleep(monkeypatch):
     monkeypatch.setenv(team.POLICY_VARIABLE, "0")
     assert team.asleep_after_s() is None
-    exe, x = _compiled("cold_off", monkeypatch)
+    exe, x = _compiled("cold_off", monkeypatch, warm_max_s=10.0)
     _warm_then_paused(exe.prepare(x), paused=2)
-    assert _stats(exe)["considered"] == 0 and _stats(exe)["threads"] == 2
+    assert _stats(exe)["considered"] == 0 and _stats(exe)["weighed"] == 0 and _stats(exe)["threads"] == 2
     monkeypatch.delenv(team.POLICY_VARIABLE)
     monkeypatch.setenv("OMP_WAIT_POLICY", "active")
     assert team.asleep_after_s() is None
