@@ -176,3 +176,42 @@ def test_fdtd_with_its_boundary_row_streams_and_matches_gcc(tmax, nx, ny):
     exe(**{n: got[n] for n in prog.arguments})
     assert_same({n: got[n] for n in want if n in prog.arguments}, {n: want[n] for n in want if n in prog.arguments},
                 f"fdtd-2d {kernel.sizes}")
+
+
+def _heat_band(n: int) -> tuple[pf.Program, dict[str, int], isl.ScheduleNode]:
+    prog, params, _ = _polybench("heat-3d", TSTEPS=2, N=n)
+    sched = pf.schedule(prog, target="c", params=params, tile=None)
+    stack = [sched.tree.get_root()]
+    while stack:  # the first band of three members: one sweep's (i, j, k)
+        node = stack.pop()
+        if node.get_type() == isl.schedule_node_type.band and node.band_n_member() == 3:
+            return prog, params, node
+        stack.extend(node.child(k) for k in reversed(range(node.n_children())))
+    raise AssertionError("no sweep band")
+
+
+def test_a_large_stencil_whose_planes_fit_l2_streams():
+    """heat-3d at N=120 re-reads 3 planes of 113 KiB: beyond L1, within half of a 1 MiB L2, and its 27 MiB of
+    arrays stream from memory whatever the tiles: untiled (0.87 s against 1.96 s tiled on 2 threads). At
+    N=40 its 1 MiB of arrays fit in the L2 caches of two cores, and the planes (51 KiB) not in L1: tiled."""
+    prog, params, node = _heat_band(120)
+    assert streaming.streams(prog, node, params, 1 << 18, 32 << 10, 1 << 20, 2)
+    assert not streaming.streams(prog, node, params, 1 << 18, 32 << 10)  # (L2 unknown)
+    assert not streaming.streams(prog, node, params, 1 << 18, 32 << 10, 512 << 10, 2)  # planes beyond half of L2
+    prog, params, node = _heat_band(40)
+    assert not streaming.streams(prog, node, params, 1 << 18, 32 << 10, 1 << 20, 2)
+
+
+def test_a_large_stencil_streams_and_matches_gcc(monkeypatch):
+    kernels = importlib.import_module("polyfuse.schedule.mapping.kernels")
+    monkeypatch.setattr(kernels, "cache_sizes", lambda: (32 << 10, 256 << 10))  # (a small L2: a small test)
+    monkeypatch.setattr(kernels.os, "cpu_count", lambda: 2)
+    prog, params, kernel = _polybench("heat-3d", TSTEPS=3, N=37)  # 3 planes of 11 KiB, 0.8 MiB of arrays
+    exe = pf.compile(prog, target="c", params=params, threads=2)
+    assert all(k.tile_sizes == () for k in exe.schedule.kernels), exe.schedule.explain()
+    assert "collapse(2)" in exe.code.text
+    args = {**inputs(kernel), "tsteps": 3, "n": 37}
+    want = GccKernel(kernel.path, kernel.function, kernel.defines)(**args)
+    got = {n: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for n, v in args.items()}
+    exe(**{n: got[n] for n in prog.arguments}, **params)
+    assert_same({n: got[n] for n in ("A", "B")}, {n: want[n] for n in ("A", "B")}, f"heat-3d {kernel.sizes}")

@@ -188,7 +188,8 @@ class Mapper:
         says so in the tile search's log."""
         if self.params is None or not _auto(self.tile, stmts) or not node.band_get_permutable():
             return False
-        if not streams(self.prog, node, self.params, self.cache_bytes or STREAMING_CACHE_BYTES, cache_sizes()[0]):
+        l1, l2 = cache_sizes()
+        if not streams(self.prog, node, self.params, self.cache_bytes or STREAMING_CACHE_BYTES, l1, l2, os.cpu_count() or 1):
             return False
         # the OpenMP loop is the first member with more than one iteration (isl elides a single one); it
         # alone must give every thread work, as no tile loops can be collapsed with it
