@@ -1,6 +1,7 @@
 """Tile-size selection by the traffic model (``polyfuse/cost/search.py``), and the sector bytes that make
 the CUDA search coalescing-aware (``polyfuse/cost/coalescing.py``)."""
 
+import importlib
 import re
 
 import islpy as isl
@@ -58,10 +59,12 @@ def test_search_minimises_traffic_among_feasible_shapes():
     assert search.limits.max_threads == 1024
 
 
-def test_c_search_fits_the_cache_budget():
+def test_c_search_fits_the_cache_budget(monkeypatch):
     # an elementwise nest: the tile search decides (contractions get register micro-tiles, row reductions
-    # run row by row; see test_microtile.py and test_rowwise.py), at a size whose neighbour rows do not fit
-    # L1 (smaller stencils stream untiled: test_streaming.py)
+    # run row by row; see test_microtile.py and test_rowwise.py), at a size whose neighbour rows fit neither
+    # L1 nor half of L2 (here a 64 KiB one; smaller stencils stream untiled: test_streaming.py)
+    kernels = importlib.import_module("polyfuse.schedule.mapping.kernels")
+    monkeypatch.setattr(kernels, "cache_sizes", lambda: (32 << 10, 64 << 10))
     sched = pf.schedule(K.jacobi_2d, target="c", params={"N": 8192, "T": 2}, cache_bytes=16384)
     for k in sched.kernels:
         ti, tj = k.tile_sizes
