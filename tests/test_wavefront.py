@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from pathlib import Path
 from types import MappingProxyType
 
 import islpy as isl
@@ -21,7 +20,6 @@ from tests.c_oracle import GccKernel
 from tests.kernels import BY_NAME, inputs
 
 wave = importlib.import_module("polyfuse.schedule.tiling.wavefront")
-KERNELS = Path(__file__).parent / "kernels"
 N = pf.params("N")
 
 

@@ -97,7 +97,7 @@ def wrapper_source(code: Code, signature: Sequence[tuple[str, str]]) -> str:
         "void omp_set_num_threads(int);",
         "double omp_get_wtime(void);",
         "static double pf_own_clock = -1.0;",
-        "static double *pf_team_clock = &pf_own_clock;  /* when the last polyfuse call with a team ended */",
+        "static double *pf_team_clock = &pf_own_clock;  /* when the last polyfuse call ended */",
         "static double pf_team_s = -1.0;  /* the last call with the whole team */",
         "static double pf_cold_s[2] = {-1.0, -1.0};  /* the last calls after a pause: [0] with the team, [1] on one thread */",
         "static double pf_warm_s[2] = {-1.0, -1.0};  /* the last short calls back to back: likewise */",

@@ -153,11 +153,7 @@ class Mapper:
                     node = stride_one_innermost(self.prog, node.child(0)).parent()
             if shapes and micro is None and self.view is not None:
                 node = mark_jam(self.prog, node, self.view, tiled=bool(sizes))  # recurrences below a parallel loop run interleaved
-            outer, thread = prefix_through(node, 0), prefix_through(node, 1)
-            kernel = Kernel(name, stmts, parallel_depth=1, tile_sizes=tuple(sizes))
-            self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat + 1))
-            node = node.insert_mark(isl.Id(PARALLEL_MARK))
-            return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
+            return self._parallel(node, Kernel(name, stmts, parallel_depth=1, tile_sizes=tuple(sizes)), domain, flat)
         launch = ((1,), (1,)) if self.target == "cuda" else ((), ())
         sizes = ()
         # (a sequential band of one loop is not tiled: strip-mining a single loop reuses nothing and only
@@ -173,15 +169,18 @@ class Mapper:
                 if self.wavefronts and not parallel_band and self.params is not None:
                     diagonal = wavefront(self.prog, node, sizes, self._work_per_launch(node), self._bounds)
                 if diagonal is not None:  # a host loop over the diagonals of tiles around a parallel kernel
-                    outer, thread = prefix_through(diagonal, 0), prefix_through(diagonal, 1)
                     kernel = Kernel(name, stmts, parallel_depth=1, tile_sizes=tuple(sizes), wavefront=describe(sizes))
-                    self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat_depth(diagonal) + 1))
-                    node = diagonal.insert_mark(isl.Id(PARALLEL_MARK)).insert_mark(isl.Id(KERNEL_MARK, user=kernel))
-                    return node.parent()
+                    return self._parallel(diagonal, kernel, domain, flat_depth(diagonal)).parent()
                 node = tile_band(node, sizes)
         kernel = Kernel(name, stmts, grid=launch[0], block=launch[1], tile_sizes=tuple(sizes), serial=serial)
         self.kernels.append(KernelInfo(kernel, domain, None, None, flat))
         return node.insert_mark(isl.Id(KERNEL_MARK, user=kernel))
+
+    def _parallel(self, node: isl.ScheduleNode, kernel: Kernel, domain: isl.UnionSet, flat: int) -> isl.ScheduleNode:
+        """C: ``kernel``'s marks above ``node``, a band whose first member is its OpenMP loop (``flat``: the
+        flattened schedule's dimensions above it); returns the kernel mark."""
+        self.kernels.append(KernelInfo(kernel, domain, prefix_through(node, 0), prefix_through(node, 1), flat + 1))
+        return node.insert_mark(isl.Id(PARALLEL_MARK)).insert_mark(isl.Id(KERNEL_MARK, user=kernel))
 
     def _streams(self, node: isl.ScheduleNode, stmts: tuple[str, ...]) -> bool:
         """C: whether the band is left untiled because its tiles would reuse nothing (``streaming.py``);

@@ -74,9 +74,10 @@ def streams(prog: Program, node: isl.ScheduleNode, sizes: Mapping[str, int], cac
         return False
     if window <= l1_bytes:
         return True
-    touched = [array_bytes(prog, a, sizes) for a in {acc.array for n in names for acc in prog.statement(n).accesses}]
-    data = sum(b or 0 for b in touched)
-    return window <= l2_bytes // 2 and data > l2_bytes * cores  # (module docstring: large stencils)
+    if window > l2_bytes // 2:
+        return False
+    touched = {acc.array for n in names for acc in prog.statement(n).accesses}
+    return sum(array_bytes(prog, a, sizes) or 0 for a in touched) > l2_bytes * cores  # (module docstring: large stencils)
 
 
 def _neighbour_window(prog: Program, walks: Mapping[str, list[int | None]], sizes: Mapping[str, int]) -> int | None:
