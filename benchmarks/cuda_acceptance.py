@@ -34,14 +34,31 @@ from examples.kernels import gemm_acc  # C = A @ B with a scalar accumulator
 
 N, M, K = pf.params("N M K")
 
-GEMM_SHAPES = [  # (block_rows, block_lanes, thread_rows, thread_lanes, k_stage, stages[, min_blocks]); the first is the default
-    None,  # session 9 on an H100 also measured 128x128 (8x8 a thread: 0.58-0.66 of cuBLAS) and 64x64 with k steps of 32
-    (128, 64, 8, 4, 16, 3, 3),  # __launch_bounds__(256, 3): at most 80 registers, 37.5 % occupancy on sm_90
-    (128, 64, 8, 4, 16, 2, 3),
-    (128, 64, 8, 4, 8, 3, 3),
-    (64, 64, 4, 4, 16, 3),
-    (64, 64, 4, 4, 16, 4),
+_TALL = {"block_rows": 128, "block_lanes": 64, "thread_rows": 8, "thread_lanes": 4}
+_SQUARE = {"block_rows": 64, "block_lanes": 64, "thread_rows": 4, "thread_lanes": 4}
+GEMM_SHAPES: list[dict | None] = [  # micro-tile plan fields (cuda_microtile.CudaMicroTile); None is the default plan
+    None,
+    # session 13's default on an H100 (0.71-0.72 of cuBLAS): A's tile rows x k, 105 registers, 25 % occupancy
+    {**_TALL, "k_major": False, "k_stage": 16, "stages": 3, "min_blocks": 0},
+    # tiles k x width (A transposed on the copy): 64 registers and 50 % with at most 4 blocks' worth of them
+    {**_TALL, "k_major": True, "k_stage": 8, "stages": 3, "min_blocks": 4},
+    {**_TALL, "k_major": True, "k_stage": 8, "stages": 4, "min_blocks": 4},
+    {**_TALL, "k_major": True, "k_stage": 16, "stages": 2, "min_blocks": 4},
+    {**_TALL, "k_major": True, "k_stage": 16, "stages": 3, "min_blocks": 0},  # (66 registers: 37.5 %)
+    {**_TALL, "k_major": True, "k_stage": 8, "stages": 3, "min_blocks": 0},
+    {"block_rows": 128, "block_lanes": 128, "thread_rows": 8, "thread_lanes": 8, "k_major": True, "k_stage": 8, "stages": 3,
+     "min_blocks": 2},
+    {**_SQUARE, "k_major": True, "k_stage": 16, "stages": 3, "min_blocks": 0},
+    {**_SQUARE, "k_major": False, "k_stage": 16, "stages": 3, "min_blocks": 0},
 ]
+
+
+def _shape_name(shape: dict | None) -> str:
+    if shape is None:
+        return "default"
+    return (f"{shape['block_rows']}x{shape['block_lanes']} {shape['thread_rows']}x{shape['thread_lanes']} k{shape['k_stage']} "
+            f"s{shape['stages']}{' min_blocks ' + str(shape['min_blocks']) if shape['min_blocks'] else ''}"
+            f"{' k-major' if shape['k_major'] else ' rows x k'}")
 
 
 @pf.program
@@ -199,15 +216,10 @@ def gemm_sweep(torch: Any, n: int, rows: list[dict]) -> None:
     out = torch.empty(n, n, device="cuda")
     fns: dict[str, Callable[[], Any]] = {"cublas": lambda: torch.mm(a, b, out=out)}
     info = {}
-    cuda = importlib.import_module("polyfuse.codegen.cuda")
-    bounds = cuda.launch_bounds
     for shape in GEMM_SHAPES:
-        name = "default" if shape is None else "x".join(map(str, shape[:6])) + (f" min_blocks {shape[6]}" if len(shape) > 6 else "")
+        name = _shape_name(shape)
         if shape is not None:
-            fields = dict(zip(("block_rows", "block_lanes", "thread_rows", "thread_lanes", "k_stage", "stages"), shape))
-            km.sized_for_the_gpu = lambda plan, *args, _f=fields, **kw: dataclasses.replace(plan, **_f)
-            if len(shape) > 6:
-                cuda.launch_bounds = lambda plan, _m=shape[6]: f"__launch_bounds__({plan.threads[0] * plan.threads[1]}, {_m}) "
+            km.sized_for_the_gpu = lambda plan, *args, _f=shape, **kw: dataclasses.replace(plan, **_f)
         try:
             c = torch.zeros(n, n, device="cuda")
             compiled, rec, _, _ = _compile(torch, gemm_acc, sizes, {"A": a, "B": b, "C": c})
@@ -218,7 +230,6 @@ def gemm_sweep(torch: Any, n: int, rows: list[dict]) -> None:
             info[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
         finally:
             km.sized_for_the_gpu = original
-            cuda.launch_bounds = bounds
     t = interleaved(torch, fns, rounds=9)
     for name, v in info.items():
         if name in t:
@@ -264,7 +275,8 @@ ROW_SWEEP = [  # (workload, sizes, threads per row, unroll, whole shares unrolle
     # unroll 4 59/74/73/66 %, unroll 8 68/80/85/43 %; layernorm 8192x1024 unroll 4: 77/82/81/73 %, unroll 8 at 64/128
     # threads 79/84 %; softmax 16384x4096, 256 threads: unroll 4 86 %, 8 95 % (512 threads: 82/93 %); 8192x2048,
     # 256 threads: 90/92 %; 8192x1000, 128 threads: 51 % unrolled 4 or 8 (the shorter threads in the remainder loop).
-    *[(name, {"R": 8192, "D": d}, 128, 8, full) for name in ("softmax", "layernorm") for d in (1024, 1000) for full in (True, False)],
+    *[(name, {"R": 8192, "D": 1024}, threads, 8, False) for name in ("softmax", "layernorm") for threads in (64, 128, 256)],
+    ("softmax", {"R": 8192, "D": 1000}, 128, 8, True),
 ]
 
 
@@ -297,6 +309,41 @@ def row_sweep(torch: Any, copy_gbps: float, rows: list[dict]) -> None:
             rm.block_size, rm.row_unroll, cr.FULL_UNROLL = size, unroll, full_unroll
         print(key, round(info[key].get("pct_of_copy", -1), 1), flush=True)
     rows.append({"check": "row kernels sweep", "rows_sweep": info})
+
+
+ELEMENT_SWEEP = [(1024, 1), (128, 8), (256, 4), (256, 8), (512, 8), (256, 16)]
+"""(threads, iterations a thread) of the element-wise kernels (``mapping/element_share.py``); (1024, 1) is
+the mapping before it: one element a thread in blocks of 1024."""
+
+
+def element_sweep(torch: Any, copy_gbps: float, rows: list[dict]) -> None:
+    """Element-wise kernels (add_exp, chain4 at 4096 x 4096) with the block's threads and each thread's
+    share of the innermost loop varied: % of the copy bandwidth of the kernel alone."""
+    es = importlib.import_module("polyfuse.schedule.mapping.element_share")
+    saved = es.THREADS, es.SHARE
+    info: dict[str, dict] = {}
+    for name in ("add_exp", "chain4"):
+        sizes = {"R": 4096, "D": 4096}
+        prog = BY_NAME[name].program()
+        ins = {a: torch.rand(prog.arrays[a].concrete_shape(sizes), device="cuda") * 2 - 1 for a in prog.arguments}
+        nbytes = sum(v.numel() * v.element_size() for v in ins.values())
+        fns = {}
+        for threads, share in ELEMENT_SWEEP:
+            key = f"{name} 4096x4096 threads {threads} share {share}"
+            es.THREADS, es.SHARE = threads, share
+            try:
+                compiled, rec, _, _ = _compile(torch, prog, sizes, ins)
+                fns[key] = rec.replay
+                info[key] = {"block": [k.block for k in compiled.schedule.kernels], "resources": _resources(compiled, sizes)}
+            except Exception as e:  # noqa: BLE001 - record and go on
+                info[key] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            finally:
+                es.THREADS, es.SHARE = saved
+        t = interleaved(torch, fns, rounds=7)
+        for key, v in t.items():
+            info[key]["pct_of_copy"] = 100 * nbytes / (statistics.median(v) * 1e-3) / 1e9 / copy_gbps
+            print(key, round(info[key]["pct_of_copy"], 1), flush=True)
+    rows.append({"check": "element-wise sweep", "rows_sweep": info})
 
 
 def host_overhead(torch: Any, rows: list[dict]) -> None:
@@ -364,7 +411,7 @@ def _table(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(out: Path, sweep: str = "rows,gemm", large: bool = False) -> dict:
+def run(out: Path, sweep: str = "rows,gemm,elements", large: bool = False) -> dict:
     import torch  # noqa: PLC0415 - the GPU benchmark's own dependency
 
     rows: list[dict] = []
@@ -378,6 +425,8 @@ def run(out: Path, sweep: str = "rows,gemm", large: bool = False) -> dict:
         steps.append(lambda: row_sweep(torch, copy, rows))
     if "gemm" in sweep:
         steps.append(lambda: gemm_sweep(torch, 2048, rows))
+    if "elements" in sweep:
+        steps.append(lambda: element_sweep(torch, copy, rows))
     if large:
         steps.append(lambda: gemm(torch, 4096, rows))
     for step in steps:
@@ -395,7 +444,7 @@ def run(out: Path, sweep: str = "rows,gemm", large: bool = False) -> dict:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--sweep", default="rows,gemm", help="the sweeps to run: rows, gemm, both (the default) or none")
+    parser.add_argument("--sweep", default="rows,gemm,elements", help="the sweeps to run (rows, gemm, elements; all by default) or none")
     parser.add_argument("--large", action="store_true", help="gemm at 4096^3 as well")
     args = parser.parse_args()
     run(args.out, sweep=args.sweep, large=args.large)

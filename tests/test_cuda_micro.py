@@ -97,7 +97,9 @@ def test_gemm_plan_is_an_8x4_register_tile_per_thread_with_three_stages() -> Non
         plan = kernel.microtile
         assert (plan.thread_rows, plan.thread_lanes, plan.block_rows, plan.block_lanes) == (8, 4, 128, 64)
         assert plan.stages == 3 and kernel.block == (16, 16) and kernel.grid == (32, 16)
-        assert kernel.shared_bytes == plan.stages * (128 * 16 + 16 * 64) * 4
+        assert plan.k_stage == 8 and plan.min_blocks == 4
+        # A stored k x rows with 4 floats of padding a row (transposed), B k x lanes
+        assert kernel.shared_bytes == plan.stages * (8 * (128 + 4) + 8 * 64) * 4
         assert "register micro-tile: 128 x 64 outputs per block, 8 x 4 per thread" in sched.explain()
     # 1024^2 outputs in 128 x 64 tiles would leave SMs idle (128 blocks < 132): 64 x 64 tiles, 4 x 4 a thread
     kernel = _micro(pf.schedule(ex.gemm, target="cuda", params={"N": 1024, "M": 1024, "K": 1024}))
@@ -114,22 +116,24 @@ def test_modelled_traffic_is_a_sixteenth_of_untiled_in_both_forms() -> None:
 
 @needs_nvcc
 def test_gemm_has_no_spills_and_the_occupancy_its_tile_allows_on_sm_90() -> None:
-    """8 x 4 accumulators a thread (2048^3) take about 105 registers, two blocks an SM (25 %); 4 x 4 (1024^3)
-    stay within 64 registers, four blocks (50 %). On an H100 the first ran faster (``cuda_microtile.TALL``)."""
+    """8 x 4 accumulators a thread (2048^3) fit 64 registers with the tiles stored k-major, four blocks an SM
+    (50 %; 105 registers and 25 % with A's tile stored rows x k); 4 x 4 (1024^3) too. Both forms of the
+    gemm, the ``C[i, j] +=`` and the scalar accumulator."""
     mid = {"N": 1024, "M": 1024, "K": 1024}
     for prog in (ex.gemm, ex.gemm_acc):
-        for sizes, registers, occupancy in ((BIG, 128, 0.25), (mid, 64, 0.5)):
+        for sizes, bound in ((BIG, "__launch_bounds__(256, 4)"), (mid, "__launch_bounds__(256)")):
             code = pf.codegen(pf.schedule(prog, target="cuda", params=sizes))
-            assert "pf_copy_async16(" in code.text and "__launch_bounds__(256)" in code.text
+            assert "pf_copy_async16(" in code.text and bound in code.text
             (k,) = [r for r in code.resources(sizes).kernels if r.kernel.endswith("_k1")]
             assert k.spill_stores == 0 and k.spill_loads == 0 and k.stack == 0, k
-            assert k.registers <= registers and k.occupancy >= occupancy, (sizes, k)
+            assert k.registers <= 64 and k.occupancy >= 0.5, (sizes, k)
 
 
 @needs_nvcc
 def test_without_reassociation_each_sum_starts_from_its_element_and_nothing_spills() -> None:
     code = pf.codegen(pf.schedule(ex.gemm_acc, target="cuda", params=BIG, reassociate=False))
     assert "pf_acc[pf_r][pf_c] = (" in code.text
+    assert "__launch_bounds__(256) " in code.text  # (no register cap: under 64 this form spilled)
     (k,) = [r for r in code.resources(BIG).kernels if r.kernel.endswith("_k1")]
     assert k.spill_stores == 0 and k.spill_loads == 0
 
@@ -212,30 +216,29 @@ def test_a_removed_barrier_between_the_steps_is_a_race() -> None:
 def test_a_misaligned_vector_copy_is_reported() -> None:
     sizes = {"N": 37, "M": 41, "K": 48}
     code = _gemm_code(sizes)
-    broken = _broken(code, "pf_at % 4 == 0 && pf_aligned16(A)", "1")
-    at = re.search(r"const (int|long long) pf_at = \(pf_i\) \* \w+ \+ pf_k;", broken.text).group(0)  # (A's copies)
-    broken = _broken(broken, at, at[:-1] + " + 1;")
-    with pytest.raises(pf.SimulationError, match=r"16-byte cp.async to pf_A_\w+ from A\[\d+\] is out of bounds or misaligned"):
+    broken = _broken(code, "pf_at % 4 == 0 && pf_aligned16(B)", "1")  # (B's rows of 41 floats: most are not aligned)
+    with pytest.raises(pf.SimulationError, match=r"16-byte cp.async to pf_B_\w+ from B\[\d+\] is out of bounds or misaligned"):
         _run(ex.gemm, sizes, False, broken)
 
 
 def test_fragments_are_read_sixteen_bytes_at_a_time_along_each_threads_run() -> None:
-    """Each thread's rows and lanes are contiguous, so a whole step of k reads every fragment with 16-byte
-    shared loads (an 8 x 4 tile: 12 loads per 128 updates instead of 48 scalar ones); a padded tile (the
-    lane operand stored lanes x k) keeps the strided layout and element loads."""
+    """Each thread's rows and lanes are contiguous and every tile is stored k x width, so each k's fragments
+    load with 16-byte shared loads (an 8 x 4 tile: 3 loads per 32 updates); A, contiguous along k in memory,
+    is transposed on its copy, as is the lane operand of A @ Bt.T."""
     text = _gemm_code(BIG).text
-    assert "pf_load16(pf_A_rows1[pf_cs][pf_ty * 8 + pf_f][pf_kq], &pf_a1[pf_f][0]);" in text
-    assert "pf_load16(pf_B_lane2[pf_cs][pf_kq + pf_u][pf_tx * 4 + pf_f], &pf_b2[pf_u][pf_f]);" in text
+    assert "pf_load16(pf_A_rows1[pf_cs][pf_kk][pf_ty * 8 + pf_f], &pf_a1[pf_f]);" in text
+    assert "pf_load16(pf_B_lane2[pf_cs][pf_kk][pf_tx * 4 + pf_f], &pf_b2[pf_f]);" in text
+    assert "float pf_A_rows1[3][8][132];  /* A: k x i of 3 steps, transposed on the copy */" in text
     assert "const int pf_j = pf_j0 + pf_tx * 4 + pf_c;" in text
-    padded = pf.codegen(pf.schedule(a_bt, target="cuda", params=BIG)).text
-    assert "pf_load16(" not in padded.split("extern \"C\"", 1)[1] and "pf_tx + 16 * pf_f" in padded
+    transposed = pf.codegen(pf.schedule(a_bt, target="cuda", params=BIG)).text
+    assert "pf_load16(pf_Bt_lane2[pf_cs][pf_kk][pf_tx * 4 + pf_f], &pf_b2[pf_f]);" in transposed
 
 
 @needs_sim
 def test_a_misaligned_fragment_load_is_reported() -> None:
     sizes = {"N": 37, "M": 41, "K": 48}
     symbolic = pf.codegen(pf.schedule(ex.gemm, target="cuda"))  # (64 x 64 tiles: at 37 x 41 the plan takes 32 x 32)
-    broken = _broken(symbolic, "[pf_ty * 4 + pf_f][pf_kq]", "[pf_ty * 4 + pf_f][pf_kq + 1]")
+    broken = _broken(symbolic, "[pf_kk][pf_ty * 4 + pf_f]", "[pf_kk][pf_ty * 4 + pf_f + 1]")
     with pytest.raises(pf.SimulationError, match=r"a 16-byte load from pf_A_\w+ at element \d+ is out of bounds or misaligned"):
         _run(ex.gemm, sizes, False, broken)
 

@@ -84,7 +84,10 @@ def test_1d_kernels_get_warp_multiples():
     assert k.tile_sizes[-1] % 32 == 0 and _threads(k) <= 1024
     r = sched.traffic()
     assert r.total_bytes == r.compulsory_bytes
-    assert k.tile_sizes == (1, 1024)  # coalesced rows: sector bytes = bytes, the widest row wins as before
+    # coalescing rows: sector bytes = bytes, the widest row (1 x 1024) wins as before; at this size each of its
+    # threads then takes 8 elements of a row (``mapping/element_share.py``): 256 threads over tiles of 2048
+    assert "chose 1x1024" in sched.explain()
+    assert k.tile_sizes == (1, 2048) and k.block == (256, 1) and k.thread_share == 8
 
 
 # -- coalescing: sector bytes ----------------------------------------------------------------------------

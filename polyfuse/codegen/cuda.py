@@ -417,7 +417,7 @@ def _micro_launch(program: Program, sched: Schedule, kernel: Kernel, fname: str,
     body = MicroKernel(program, plan, dialect, _size_context(program, sched.params), origins, grid_iterators, sched.reassociate,
                        sched.params).build()
     args = _template_kernel(program, kernel, fname, dialect, {it: axes[it] for it in grid_iterators}, host_iters, kernels_text,
-                            body.shared + body.lines, body.arrays, body.scalars, launch_bounds(plan))
+                            body.shared + body.lines, body.arrays, body.scalars, launch_bounds(plan, sched.reassociate))
     grid = _extents(ranges.get("blockIdx", {}), {})
     return Launch(fname, grid or ("1",), tuple(str(b) for b in kernel.block), args)
 

@@ -34,6 +34,7 @@ so every thread reaches every barrier. The copies and ``pf_copy_*`` helpers are 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 
@@ -163,9 +164,12 @@ class MicroKernel:
         for r in plan.staged:
             outer, inner = plan.tile_shape(r)
             ctype = self.program.arrays[stmt.accesses[r.access].array].dtype.c_name
-            what = f"{plan.rows} x {plan.reduction}" if r.side == "rows" else f"{plan.reduction} x {plan.lane}"
-            self.shared.append(f"  __shared__ __align__(16) {ctype} {self.tile_name(r)}[{plan.stages}][{outer}][{inner + plan.padded(r)}];"
-                               f"  /* {stmt.accesses[r.access].array}: {what} of {plan.stages} steps */")
+            side = plan.rows if r.side == "rows" else plan.lane
+            what = f"{plan.reduction} x {side}" if plan.stored_k_major(r) else f"{side} x {plan.reduction}"
+            transposed = ", transposed on the copy" if plan.transposed(r) else ""
+            pad = plan.padding(r, self._itemsize(r))
+            self.shared.append(f"  __shared__ __align__(16) {ctype} {self.tile_name(r)}[{plan.stages}][{outer}][{inner + pad}];"
+                               f"  /* {stmt.accesses[r.access].array}: {what} of {plan.stages} steps{transposed} */")
         iters = self.grid_iterators
         if plan.batch:
             self.emit(f"const {self.idx} {BATCH} = {_plus(self.origins[iters[0]], 'blockIdx.z', self.idx)};  /* {plan.batch[0]} */")
@@ -220,14 +224,17 @@ class MicroKernel:
         """Elements per 16-byte fragment load from the shared tiles, or 0 where the tiles do not allow it
         (a padded tile, mixed element sizes, a thread tile or step of k not a multiple of the vector)."""
         plan = self.plan
-        sizes = {self.program.arrays[self.stmt.accesses[r.access].array].dtype.bits // 8 for r in plan.staged}
-        if len(sizes) != 1 or any(plan.padded(r) for r in plan.staged):
+        sizes = {self._itemsize(r) for r in plan.staged}
+        if len(sizes) != 1 or any(plan.padding(r, self._itemsize(r)) * self._itemsize(r) % 16 for r in plan.staged):
             return 0
         width = 16 // sizes.pop()
-        counts = [plan.thread_rows if r.side == "rows" else plan.thread_lanes for r in plan.staged if r.contiguous in ("rows", "lane")]
+        counts = [plan.thread_rows if r.side == "rows" else plan.thread_lanes for r in plan.staged if plan.stored_k_major(r)]
         if plan.k_stage % width or any(c % width for c in counts):
             return 0
         return width
+
+    def _itemsize(self, r: StagedRead) -> int:
+        return self.program.arrays[self.stmt.accesses[r.access].array].dtype.bits // 8
 
     def _thread_loops(self, depth: int, body) -> None:
         plan = self.plan
@@ -271,10 +278,13 @@ class MicroKernel:
         threads = plan.threads[0] * plan.threads[1]
         self.emit(f"const {self.idx} pf_k0 = pf_k_lo + {plan.k_stage} * ({self.idx}) {as_operand(step)};", depth)
         for r in plan.staged:
+            if plan.transposed(r):
+                self._transposed_copies(r, stage, depth)
+                continue
             acc = self.stmt.accesses[r.access]
             dtype = self.program.arrays[acc.array].dtype
             outer, inner = plan.tile_shape(r)
-            width = 16 // (dtype.bits // 8) if r.contiguous and not plan.padded(r) else 1
+            width = 16 // (dtype.bits // 8) if r.contiguous and not plan.padding(r, dtype.bits // 8) else 1
             per_row = inner // width
             total = outer * per_row
             count = -(-total // threads)
@@ -282,10 +292,7 @@ class MicroKernel:
             # which iterators the tile's (outer, inner) coordinates are
             side = ROW if r.side == "rows" else LANE
             first = "pf_i0" if side == ROW else "pf_j0"
-            if r.contiguous in ("rows", "lane"):
-                coords = (RED, side)
-            else:
-                coords = (side, RED)
+            coords = (RED, side) if plan.stored_k_major(r) else (side, RED)
             start = {RED: "pf_k0", side: first}
             self.emit(f"/* {acc.array}: {outer} x {inner} elements, {width} per copy */", depth)
             self.emit("#pragma unroll", depth)
@@ -324,11 +331,50 @@ class MicroKernel:
                 self.emit("}", depth + 1)
             self.emit("}", depth)
 
+    def _transposed_copies(self, r: StagedRead, stage: str, depth: int) -> None:
+        """The copies of a read contiguous along ``k`` into its ``k x width`` tile, one element each: the
+        32 threads of a warp copy ``run`` consecutive values of ``k`` (one 32-byte sector of f32) for each of
+        ``32 / run`` rows, so that the global reads use whole sectors and, with the tile's padding, the
+        shared stores hit 32 different banks. Where the thread count divides evenly, a thread's copies sit
+        at constant offsets from its first (``pf_q`` known when unrolled), which keeps their addresses out
+        of registers."""
+        plan = self.plan
+        threads = plan.threads[0] * plan.threads[1]
+        acc = self.stmt.accesses[r.access]
+        ctype = self.program.arrays[acc.array].dtype.c_name
+        steps, width = plan.tile_shape(r)
+        run = math.gcd(8, steps)
+        total = steps * width
+        count = -(-total // threads)
+        side, first = (ROW, "pf_i0") if r.side == "rows" else (LANE, "pf_j0")
+        tile = self.tile_name(r)
+        inv = {v: d for d, v in self.var.items()}
+        self.emit(f"/* {acc.array}: {width} x {steps} elements, one per copy, transposed into {steps} x {width} */", depth)
+        self.emit("#pragma unroll", depth)
+        self.emit(f"for (int pf_q = 0; pf_q < {count}; pf_q++) {{", depth)
+        d = depth + 1
+        if (width * run) % threads == 0 and threads % run == 0:
+            per = width * run // threads
+            self.emit(f"const int pf_o = pf_tid / {run} + {threads // run} * (pf_q % {per}), pf_e = pf_tid % {run} + {run} * (pf_q / {per});", d)
+        else:
+            self.emit(f"const int pf_v = pf_tid + {threads} * pf_q;", d)
+            if total % threads:
+                self.emit(f"if (pf_v < {total}) {{", d)
+                d += 1
+            self.emit(f"const int pf_o = pf_v % {width * run} / {run}, pf_e = pf_v / {width * run} * {run} + pf_v % {run};", d)
+        self.emit(f"const {self.idx} {RED} = pf_k0 + pf_e, {side} = {first} + pf_o;", d)
+        ok = f"{self._in_bounds(inv[RED], RED)} && {self._in_bounds(inv[side], side)}"
+        self.emit(f"if ({ok}) pf_copy_async({tile}[{stage}][pf_e][pf_o], {acc.array}, {self._flat(r.access, self.var)});", d)
+        self.emit(f"else {tile}[{stage}][pf_e][pf_o] = ({ctype}) 0;", d)
+        if d > depth + 1:
+            self.emit("}", depth + 1)
+        self.emit("}", depth)
+
     def _compute(self, stage: str, depth: int) -> None:
         plan, stmt = self.plan, self.stmt
         self.emit(f"const int pf_kn = (int) pf_min({plan.k_stage}, pf_k_hi - (pf_k_lo + {plan.k_stage} * ({self.idx}) pf_s) + 1);", depth)
         reads: dict[int, str] = {}
-        fragments: list[tuple[str, str, str, int]] = []  # (name, ctype, element text, count)
+        fragments: list[tuple[str, str, str, int, int]] = []  # (name, ctype, element text, count, vector)
         for r in plan.staged:
             ctype = self.program.arrays[stmt.accesses[r.access].array].dtype.c_name
             tile = self.tile_name(r)
@@ -336,31 +382,34 @@ class MicroKernel:
                 local, count, it = self._local("rows", "pf_f"), plan.thread_rows, "pf_r"
             else:
                 local, count, it = self._local("lane", "pf_f"), plan.thread_lanes, "pf_c"
-            element = f"{tile}[{stage}][pf_kk][{local}]" if r.contiguous in ("rows", "lane") else f"{tile}[{stage}][{local}][pf_kk]"
+            element = f"{tile}[{stage}][pf_kk][{local}]" if plan.stored_k_major(r) else f"{tile}[{stage}][{local}][pf_kk]"
             name = f"pf_{'a' if r.side == 'rows' else 'b'}{r.access}"
-            fragments.append((name, ctype, element, count))
+            fragments.append((name, ctype, element, count, self.vector if plan.stored_k_major(r) else 0))
             reads[r.access] = f"{name}[{it}]"
         staged = {r.access for r in plan.staged}
         invariant = {k: f"{acc.array}[{self._flat(k, self.var)}]"  # reads invariant in the tile: from global memory
                      for k, acc in enumerate(stmt.accesses) if k != stmt.target and k not in staged}
         value = value_text(stmt.value, None, self.dialect, {**reads, **invariant})
-        if self.vector:
-            self.emit(f"if (pf_kn == {plan.k_stage}) {{  /* a whole step: {self.vector} values of k at a time, 16-byte loads */", depth)
+        # whole steps: every fragment of one k a run along its k-major tile (16-byte loads, one k at a time), or
+        # runs of k from the tiles stored width x k (``_vector_step``), or element by element; the last step,
+        # shorter, element by element (fewer registers)
+        k_major = bool(self.vector) and all(plan.stored_k_major(r) for r in plan.staged)
+        elements = [f[:4] + (0,) for f in fragments]
+        if k_major:
+            what = f"unrolled; fragments {self.vector} values at a time"
+        else:
+            what = f"{self.vector} values of k at a time, 16-byte loads" if self.vector else "unrolled"
+        self.emit(f"if (pf_kn == {plan.k_stage}) {{  /* a whole step: {what} */", depth)
+        if self.vector and not k_major:
             self._vector_step(stage, invariant, depth + 1)
-            self.emit("} else {", depth)
-            self.emit("for (int pf_kk = 0; pf_kk < pf_kn; pf_kk++) {", depth + 1)
-            self._fragment_step(fragments, value, depth + 2)
+        else:
+            self.emit("#pragma unroll", depth + 1)
+            self.emit(f"for (int pf_kk = 0; pf_kk < {plan.k_stage}; pf_kk++) {{", depth + 1)
+            self._fragment_step(fragments if k_major else elements, value, depth + 2)
             self.emit("}", depth + 1)
-            self.emit("}", depth)
-            return
-        self.emit(f"if (pf_kn == {plan.k_stage}) {{  /* a whole step: unrolled */", depth)
-        self.emit("#pragma unroll", depth + 1)
-        self.emit(f"for (int pf_kk = 0; pf_kk < {plan.k_stage}; pf_kk++) {{", depth + 1)
-        self._fragment_step(fragments, value, depth + 2)
-        self.emit("}", depth + 1)
         self.emit("} else {", depth)
         self.emit("for (int pf_kk = 0; pf_kk < pf_kn; pf_kk++) {", depth + 1)
-        self._fragment_step(fragments, value, depth + 2)
+        self._fragment_step(elements, value, depth + 2)
         self.emit("}", depth + 1)
         self.emit("}", depth)
 
@@ -379,7 +428,7 @@ class MicroKernel:
             tile = self.tile_name(r)
             side, count, it = ("rows", plan.thread_rows, "pf_r") if r.side == "rows" else ("lane", plan.thread_lanes, "pf_c")
             name = f"pf_{'a' if r.side == 'rows' else 'b'}{r.access}"
-            if r.contiguous in ("rows", "lane"):  # k x width: the thread's run of rows (lanes) is contiguous
+            if plan.stored_k_major(r):  # k x width: the thread's run of rows (lanes) is contiguous
                 self.emit(f"{ctype} {name}[{v}][{count}];", d)
                 self.emit("#pragma unroll", d)
                 self.emit(f"for (int pf_u = 0; pf_u < {v}; pf_u++) {{", d)
@@ -404,13 +453,17 @@ class MicroKernel:
         self.emit("}", d)
         self.emit("}", depth)
 
-    def _fragment_step(self, fragments: list[tuple[str, str, str, int]], value: str, d: int) -> None:
-        """One value of k (``pf_kk``): the thread's fragments element by element, then its updates."""
+    def _fragment_step(self, fragments: list[tuple[str, str, str, int, int]], value: str, d: int) -> None:
+        """One value of k (``pf_kk``): the thread's fragments (``vector`` elements per load where it is not
+        0, else element by element), then its updates."""
         plan, stmt = self.plan, self.stmt
-        for name, ctype, element, count in fragments:
+        for name, ctype, element, count, vector in fragments:
             self.emit(f"{ctype} {name}[{count}];", d)
             self.emit("#pragma unroll", d)
-            self.emit(f"for (int pf_f = 0; pf_f < {count}; pf_f++) {name}[pf_f] = {element};", d)
+            if vector:
+                self.emit(f"for (int pf_f = 0; pf_f < {count}; pf_f += {vector}) pf_load16({element}, &{name}[pf_f]);", d)
+            else:
+                self.emit(f"for (int pf_f = 0; pf_f < {count}; pf_f++) {name}[pf_f] = {element};", d)
         self.emit("#pragma unroll", d)
         self.emit(f"for (int pf_r = 0; pf_r < {plan.thread_rows}; pf_r++) {{", d)
         self.emit("#pragma unroll", d + 1)
@@ -463,11 +516,13 @@ def _plus(origin: str, index: str, ctype: str = "long long") -> str:
     return f"({ctype}) {index}" if origin in ("0", "") else f"{as_operand(origin)} + ({ctype}) {index}"
 
 
-def launch_bounds(plan: CudaMicroTile) -> str:
-    """``__launch_bounds__`` of the kernel: its block size only. Measured with ptxas 13.0 for sm_90 on the
-    f32 gemm: left free, ptxas gives the 4 x 4 tile 64 registers and no spill in both the ``C[i, j] +=``
-    and the scalar-accumulator form (50 % occupancy), the 8 x 4 tile about 105 (25 %); asking for 4
-    blocks per SM as well (the same 64-register cap) made the 4 x 4 tile spill 8 bytes in the second
-    form. ``tests/test_cuda_micro.py`` holds the figures to this."""
+def launch_bounds(plan: CudaMicroTile, reassociate: bool = True) -> str:
+    """``__launch_bounds__`` of the kernel: its block size, and the plan's minimum of blocks an SM where the
+    sums are reassociated (the accumulators start at 0). Without reassociation each accumulator starts from
+    its element, whose addresses ptxas then keeps live across the reduction: under the tall tile's bound of
+    64 registers it spilled 12 bytes, so that form gets the block size only. ``tests/test_cuda_micro.py``
+    holds the registers, spills and occupancy of both forms to this."""
     threads = plan.threads[0] * plan.threads[1]
+    if plan.min_blocks and reassociate:
+        return f"__launch_bounds__({threads}, {plan.min_blocks}) "
     return f"__launch_bounds__({threads}) "

@@ -88,6 +88,7 @@ class Kernel:
     vector_sum: Any = None  # CUDA: the plan of a sum into a vector its printer follows (mapping/vector_sums.py)
     unroll: int = 0  # CUDA: how far the cooperative-row loops are unrolled (mapping/rows.py; 0: the printer's default)
     wavefront: str = ""  # C: how its tiles run in parallel on diagonals, where no loop of it is parallel (tiling/wavefront.py)
+    thread_share: int = 0  # CUDA: iterations of the innermost mapped loop each thread runs (mapping/element_share.py; 0: one)
 
     @property
     def without_parallel_loop(self) -> bool:
@@ -193,6 +194,9 @@ class Schedule:
                 lines.append(f"  {k.name}: {k.microtile}")
             if k.wavefront:
                 lines.append(f"  {k.name}: {k.wavefront}")
+            if k.thread_share:
+                lines.append(f"  {k.name}: each thread runs {k.thread_share} iterations of the innermost mapped loop, "
+                             f"{k.block[0]} apart (their loads in flight together)")
             if k.vector_sum is not None:
                 lines.append(f"  {k.name}: {k.vector_sum}")
             elif k.parallel_depth == 0:

@@ -32,6 +32,7 @@ from polyfuse.cost.traffic import itemsize
 from polyfuse.ir.program import Program
 from polyfuse.schedule.bands import DepView, T, member_map, prefix_through
 from polyfuse.schedule.mapping.choices import Choices, chosen_in, lead_with
+from polyfuse.schedule.mapping.element_share import element_share, split_threads
 from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, ONE_KERNEL_MARK, PARALLEL_MARK, Kernel
 from polyfuse.schedule.tiling.cuda_microtile import SHARED_LIMIT, cuda_contraction, sized_for_the_gpu
 from polyfuse.schedule.tiling.interchange import stride_one_innermost
@@ -346,10 +347,21 @@ class Mapper:
 
     def _cuda(self, node, name, stmts, domain, flat, sizes, microtile=None) -> isl.ScheduleNode:
         n = len(sizes)
+        threads, share = 0, 1
+        if microtile is None and self.params is not None and _auto(self.tile, stmts) and node.get_type() == T.band:
+            extents = [self._extent(node, k) for k in range(n)]
+            threads, share = element_share(self.prog, stmts, node.band_n_member(), sizes, extents)
+            if share > 1:  # (several iterations a thread along threadIdx.x: ``element_share.py``)
+                sizes = tuple(sizes[:-1]) + (threads * share,)
         node = tile_band(node, sizes)  # tile band: exactly the n mapped members
         point = node.child(0)
+        if share > 1:
+            point = split_threads(point, threads)
+            node = point.parent()
         grid = tuple(reversed([self._extent(node, k) for k in range(n)]))
         block = tuple(reversed([min(s, self._extent(point, k) or s) for k, s in enumerate(sizes)]))
+        if share > 1:
+            block = (threads,) + block[1:]
         shared = 0
         if microtile is not None:  # 16 x 16 threads, each a register tile of the block's outputs
             block = microtile.threads + (1,) * (n - 2)
@@ -357,7 +369,7 @@ class Mapper:
                                               for r in microtile.staged})
         outer, thread = prefix_through(node, 0), prefix_through(point, n)
         kernel = Kernel(name, stmts, grid=grid, block=block, parallel_depth=n, tile_sizes=tuple(sizes), shared_bytes=shared,
-                        microtile=microtile)
+                        microtile=microtile, thread_share=share if share > 1 else 0)
         self.kernels.append(KernelInfo(kernel, domain, outer, thread, flat + 2 * n))
         node = point.insert_mark(isl.Id(BLOCK_MARK)).parent()
         node = node.insert_mark(isl.Id(GRID_MARK))

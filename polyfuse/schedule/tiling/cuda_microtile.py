@@ -17,6 +17,12 @@ the GPU in three levels, the known-good shape of a hand-written SGEMM:
   ``k`` it issues ``THREAD_ROWS * THREAD_LANES`` updates. At sizes that fill the GPU with them, 4-byte
   contractions take :data:`TALL` blocks of 128 x 64 outputs, 8 x 4 a thread (measured faster on an H100).
 
+Every tile is stored ``k x width`` (``CudaMicroTile.k_major``): a read contiguous along ``k`` in memory
+(``A[i][k]`` of a row-major gemm) is transposed on its copy, one element per ``cp.async``, so that a
+thread's fragment of one ``k`` is a run of its rows. The thread then holds one ``k``'s fragments at a time
+(12 registers for 8 x 4) instead of a run of 4 values of ``k`` (48), which is what lets the tall tile fit
+64 registers and four blocks an SM (50 % occupancy on sm_90) instead of 105 and two.
+
 In the schedule tree the kernel is the ordinary CUDA layout (``mapping/kernels.py``): its band reordered
 ``(batch, rows, lane, reduction)``, the first members tiled by ``(1, BLOCK_ROWS, BLOCK_LANES)`` and mapped
 to the grid, with the plan (:class:`CudaMicroTile`) on the ``Kernel``; legality and the traffic model see
@@ -58,6 +64,12 @@ FP32), 8 x 4 outputs a thread ran at 0.72 of cuBLAS against 0.66 for 4 x 4, alth
 allow only 25 % occupancy against 50 %: with 16-byte fragment loads the larger tile's two FMAs per
 shared-memory byte matter more than the warps that hide latency. 8 x 8 (128 x 128) ran at 0.58-0.66.
 ``benchmarks/cuda_acceptance.py`` holds the sweep."""
+TALL_K_MAJOR = {"k_stage": 8, "min_blocks": 4}
+"""The tall tile's step of k and ``__launch_bounds__`` minimum of blocks an SM where its tiles are stored
+``k x width`` (:attr:`CudaMicroTile.k_major`): its fragments of one k are then 12 registers, and ptxas 13.0
+fits the f32 gemm's kernel in 64 registers without a spill, in both the ``C[i, j] +=`` and the scalar-accumulator
+form, so four blocks (50 % occupancy on sm_90) run on an SM. With steps of 16 the scalar-accumulator form
+spilled 8 bytes under the same bound (``tests/test_cuda_micro.py``)."""
 SHARED_LIMIT = 48 * 1024  # static shared memory per block
 SMS = 132  # an H100's multiprocessors (as ``cost/search.py``'s ``Limits.sms``)
 
@@ -77,7 +89,11 @@ class StagedRead:
 @dataclass(frozen=True)
 class CudaMicroTile:
     """The plan of a micro-tiled CUDA kernel (module docstring): the update statement, its iterators
-    playing each part (names), and the reads staged through shared memory."""
+    playing each part (names), and the reads staged through shared memory. ``k_major``: reads contiguous
+    along ``k`` are stored ``k x width``, transposed on the copy (:meth:`stored_k_major`), so that a
+    thread's fragment of each ``k`` loads 16 bytes at a time and only one ``k``'s fragments are live at
+    once. ``min_blocks``: the ``__launch_bounds__`` minimum of blocks an SM (0: none), which caps the
+    registers a thread may take."""
 
     statement: str
     rows: str
@@ -91,29 +107,48 @@ class CudaMicroTile:
     k_stage: int = K_STAGE
     thread_rows: int = THREAD_ROWS
     thread_lanes: int = THREAD_LANES
+    k_major: bool = True
+    min_blocks: int = 0
 
     @property
     def threads(self) -> tuple[int, int]:
         """Threads per block along x (lanes) and y (rows)."""
         return self.block_lanes // self.thread_lanes, self.block_rows // self.thread_rows
 
+    def stored_k_major(self, read: StagedRead) -> bool:
+        """Whether ``read``'s tile is stored ``k x width`` (a run of the block's rows or lanes for each
+        ``k``, so that a thread's fragment of one ``k`` is contiguous): always where the global address
+        moves along the rows or lanes; for reads contiguous along ``k`` too where :attr:`k_major` is set,
+        transposed element by element on the copy."""
+        return read.contiguous in ("rows", "lane") or (self.k_major and read.contiguous == "k")
+
+    def transposed(self, read: StagedRead) -> bool:
+        """Whether the copy of ``read`` transposes it: contiguous along ``k`` in memory, ``k x width`` in
+        its tile."""
+        return self.k_major and read.contiguous == "k"
+
     def tile_shape(self, read: StagedRead) -> tuple[int, int]:
         """The (outer, inner) extents of one stage of ``read``'s shared tile, before padding."""
         width = self.block_rows if read.side == "rows" else self.block_lanes
-        if read.contiguous in ("rows", "lane"):
+        if self.stored_k_major(read):
             return self.k_stage, width
         return width, self.k_stage
 
-    def padded(self, read: StagedRead) -> bool:
-        """Whether the tile's rows get one element of padding: a lane tile stored ``lanes x k`` is read
-        down a column by the 16 threads of a half-warp, which would hit two banks without it."""
-        return read.side == "lane" and read.contiguous not in ("lane",)
+    def padding(self, read: StagedRead, itemsize: int) -> int:
+        """Elements of padding after each row of ``read``'s tile. A transposed tile gets 16 bytes: its
+        copies store 8 values of ``k`` for each of 4 rows per warp, which then land in 32 different
+        banks, and its rows stay 16-byte aligned for the fragment loads. A lane tile stored ``lanes x k``
+        gets one element: it is read down a column by the 16 threads of a half-warp, which would hit two
+        banks without it."""
+        if self.transposed(read):
+            return 16 // itemsize
+        return int(read.side == "lane" and not self.stored_k_major(read))
 
     def shared_bytes(self, itemsizes: dict[int, int]) -> int:
         total = 0
         for r in self.staged:
             outer, inner = self.tile_shape(r)
-            total += outer * (inner + self.padded(r)) * itemsizes[r.access]
+            total += outer * (inner + self.padding(r, itemsizes[r.access])) * itemsizes[r.access]
         return total * self.stages
 
     def __str__(self) -> str:
@@ -164,7 +199,8 @@ def sized_for_the_gpu(plan: CudaMicroTile, extents: list[int], itemsizes: Mappin
         return n
 
     small = dataclasses.replace(plan, block_rows=32, block_lanes=32, thread_rows=2, thread_lanes=max(1, plan.thread_lanes // 2))
-    tall = dataclasses.replace(plan, block_rows=TALL[0], block_lanes=TALL[1], thread_rows=TALL[2], thread_lanes=TALL[3])
+    tall = dataclasses.replace(plan, block_rows=TALL[0], block_lanes=TALL[1], thread_rows=TALL[2], thread_lanes=TALL[3],
+                               **(TALL_K_MAJOR if plan.k_major else {}))
     stages = min(plan.stages, min(shared_limit, SHARED_LIMIT) // max(tall.shared_bytes(itemsizes) // tall.stages, 1))
     tall = dataclasses.replace(tall, stages=stages)
     fits = set(itemsizes.values()) == {4} and plan.thread_lanes == THREAD_LANES and stages >= 2
@@ -226,10 +262,15 @@ def _plan(prog: Program, stmt: Statement, found: Contraction, dims: list[int], s
         itemsizes[k] = itemsize
         staged.append(StagedRead(k, side, contiguous))
     lanes = THREAD_LANES if prog.arrays[stmt.write.array].dtype.bits <= 32 else THREAD_LANES // 2
-    plan = CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged),
-                         thread_lanes=lanes)
-    stages = min(STAGES, min(shared_limit, SHARED_LIMIT) // max(plan.shared_bytes(itemsizes) // plan.stages, 1))
-    return dataclasses.replace(plan, stages=stages) if stages >= 2 else None
+    # k-major tiles for 4-byte reads (8-byte ones keep rows x k: their padded tiles would leave two steps, not
+    # three, in 48 KiB), and not where the padding would leave fewer than two steps in the budget
+    for k_major in ((True, False) if set(itemsizes.values()) <= {4} else (False,)):
+        plan = CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged),
+                             thread_lanes=lanes, k_major=k_major)
+        stages = min(STAGES, min(shared_limit, SHARED_LIMIT) // max(plan.shared_bytes(itemsizes) // plan.stages, 1))
+        if stages >= 2:
+            return dataclasses.replace(plan, stages=stages)
+    return None
 
 
 def rectangular(domain: isl.Set) -> bool:
