@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import Mapping, Sequence
 
 import islpy as isl
@@ -187,10 +188,15 @@ def schedule(
                     best, more = one_thread_steps(prog, best, view, functools.partial(
                         _finish_schedule, prog, target=target, tile=tile, params=params, search=search, limits=limits), budget, params)
                     notes += more
+                team = threads if threads is not None else (os.cpu_count() or 1)
+                if target == "c" and not parallel and params is not None and (one_thread or team > 1):
                     chosen = best
+                    # (with a team, the source order matters only where its kernels stay serial: the default tiles do)
+                    searched_here = search if one_thread else None
                     best, more = source_order_one_thread(prog, best, lambda: _best(
-                        prog, deps, "none", None, target, "smart", tile, params, search, limits, budget, parallel).schedule, budget, params)
-                    notes += more
+                        prog, deps, "none", None, target, "smart", tile, params, searched_here, limits, budget, parallel).schedule,
+                        budget, params, threads=team)
+                    notes += [line for line in more if one_thread or "replaces" in line]  # (a team's "not taken": noise)
                     in_source_order = best is not chosen
             break
         except BudgetExhausted as e:

@@ -305,24 +305,34 @@ SOURCE_SAVING = 0.75
 
 
 def source_order_one_thread(prog: Program, chosen: Schedule, source: Callable[[], Schedule], budget: IslBudget,
-                            params: Mapping[str, int]) -> tuple[Schedule, list[str]]:
+                            params: Mapping[str, int], threads: int = 1) -> tuple[Schedule, list[str]]:
     """``chosen``, or the source order (``source()``: the program scheduled under ``fusion="none"``) where
-    the code runs on one thread, the source order has host loops around its kernels, and counted with the
-    reuse those loops keep in the cache (:mod:`polyfuse.cost.host_reuse`, for both schedules) it moves far
-    fewer bytes (:data:`SOURCE_SAVING`), with no register micro-tile lost and no more strided innermost
-    walks. atax: ``"smart"`` reads ``A`` in two parallel passes, the source order once, row by row, each
-    row read by both of its kernels while it is in L1; at PolyBench's LARGE size 2.7 ms against 4.8 ms on
-    one thread. With several threads that host loop would pay a barrier per row: not considered."""
+    the source order has host loops around its kernels, and counted with the reuse those loops keep in the
+    cache (:mod:`polyfuse.cost.host_reuse`, for both schedules) it moves far fewer bytes, with no register
+    micro-tile lost and no more strided innermost walks. atax: ``"smart"`` reads ``A`` in two parallel
+    passes, the source order once, row by row, each row read by both of its kernels while it is in L1; at
+    PolyBench's LARGE size 2.7 ms against 4.8 ms on one thread.
+
+    On one thread "far fewer" is :data:`SOURCE_SAVING`. With a team of ``threads``, the source order is
+    considered only where none of its kernels has a parallel loop at these sizes (it then runs on the
+    calling thread alone: a host loop around parallel kernels would pay a barrier per row), and taken where
+    the parallel schedule moves at least ``threads`` times its bytes, so that even split perfectly across the
+    team each thread moves as much as the one thread of the source order, and the team's wake-up and barriers
+    come on top. atax on 2 threads (session 18's run): the source order on one thread took 0.043 ms at
+    MEDIUM against 0.074 ms for the parallel schedule (0.20 against 0.34 ms after an idle pause; gcc -O3
+    0.24), and 3.1 against 3.5 ms at LARGE."""
     if any(p not in params for p in prog.params):
+        return chosen, []
+    if threads > 1 and not _rereads(prog, chosen, params, threads):
         return chosen, []
     try:
         src = source()
     except (IllegalTransformError, BudgetExhausted, PolyfuseError):
         return chosen, []
-    if not has_host_loop(src.tree):
+    if not has_host_loop(src.tree) or (threads > 1 and any(k.parallel_depth for k in src.kernels)):
         return chosen, []
     try:
-        with budget.stage("the traffic of the source order (one thread)"):
+        with budget.stage("the traffic of the source order"):
             before = host_reuse_bytes(prog, chosen.tree, chosen.kernels, chosen.contracted, params)
             after = host_reuse_bytes(prog, src.tree, src.kernels, src.contracted, params)
             walks_before = sum(strided_walks(prog, chosen, params).values())
@@ -330,10 +340,30 @@ def source_order_one_thread(prog: Program, chosen: Schedule, source: Callable[[]
     except (BudgetExhausted, PolyfuseError) as e:
         return chosen, [f"threads=1: the source order not compared ({e})"]
     tiles_lost = counted_microtiles(chosen) - counted_microtiles(src)
-    if after < SOURCE_SAVING * before and walks_after <= walks_before and tiles_lost <= 0:
+    saving = after < SOURCE_SAVING * before if threads == 1 else after * threads <= before
+    if saving and walks_after <= walks_before and tiles_lost <= 0:
+        why = ("its parallel loops are worth nothing on one thread" if threads == 1 else
+               f"split {threads} ways, the parallel schedule would still move as many bytes a thread, and the source "
+               "order, with no parallel loop at these sizes, never wakes the team")
         return _under_policy(src, chosen.fusion), [
-            f"threads=1: the source order ({after} B, its host loops' data reused in the cache) replaces the parallel "
-            f"schedule ({before} B counted the same way): its parallel loops are worth nothing on one thread"]
+            f"threads={threads}: the source order ({after} B, its host loops' data reused in the cache) replaces the "
+            f"parallel schedule ({before} B counted the same way): {why}"]
     why = ("it loses register micro-tiles" if tiles_lost > 0 else
            "more strided innermost walks" if walks_after > walks_before else "too small a saving")
-    return chosen, [f"threads=1: the source order ({after} B with its host loops' reuse) against {before} B: not taken ({why})"]
+    return chosen, [f"threads={threads}: the source order ({after} B with its host loops' reuse) against {before} B: not taken ({why})"]
+
+
+def _rereads(prog: Program, chosen: Schedule, params: Mapping[str, int], threads: int) -> bool:
+    """Whether some array holding more than half of the program's bytes is touched by ``threads`` kernels of
+    ``chosen`` or more: otherwise the parallel schedule cannot move ``threads`` times the bytes of any
+    other, and the source order is not worth scheduling (a cheap test, before the costly counts)."""
+    sizes = {a: array_bytes(prog, a, params) or 0 for a in prog.arrays if prog.arrays[a].role != "temp"}
+    total = sum(sizes.values())
+    for array, size in sizes.items():
+        if 2 * size <= total:
+            continue
+        touching = sum(1 for k in chosen.kernels
+                       if any(acc.array == array for s in k.statements for acc in prog.statement(s).accesses))
+        if touching >= threads:
+            return True
+    return False
