@@ -35,17 +35,15 @@ so every thread reaches every barrier. The copies and ``pf_copy_*`` helpers are 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 
 import islpy as isl
 
-from polyfuse.codegen.ast import as_operand, expr_to_text
+from polyfuse.codegen.ast import as_operand
+from polyfuse.codegen.cuda_accesses import flat_index, iterator_bounds, statement_arrays
 from polyfuse.codegen.cuda_values import value_text
-from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import ScalarArg
 from polyfuse.ir.program import Program, Statement
-from polyfuse.schedule.tiling.accesses import access_coefficients
 from polyfuse.schedule.tiling.cuda_microtile import CudaMicroTile, StagedRead
 
 COPY_PRELUDE = r"""
@@ -469,47 +467,6 @@ class MicroKernel:
         self.emit("#pragma unroll", d + 1)
         self.emit(f"for (int pf_c = 0; pf_c < {plan.thread_lanes}; pf_c++) pf_acc[pf_r][pf_c] {stmt.op} {value};  /* {stmt.name} */", d + 1)
         self.emit("}", d)
-
-
-def statement_arrays(stmt: Statement) -> dict[str, bool]:
-    """The arrays ``stmt`` touches, name -> whether it writes them (a template kernel's signature)."""
-    out: dict[str, bool] = {}
-    for k, a in enumerate(stmt.accesses):
-        out[a.array] = out.get(a.array, False) or k == stmt.target
-    return out
-
-
-def iterator_bounds(program: Program, stmt: Statement, iterator: str, context: isl.Set | None, dialect) -> tuple[str, str]:
-    """The first and last value of ``iterator`` over ``stmt``'s domain (functions of the sizes), printed
-    in ``dialect`` under ``context`` (the fixed sizes, or None)."""
-    dom = stmt.domain.intersect_params(program.context)
-    d = stmt.iterators.index(iterator)
-    ctx = context if context is not None else program.context.params()
-    build = isl.AstBuild.from_context(ctx)
-    lo = build.expr_from_pw_aff(dom.dim_min(d).gist_params(ctx))
-    hi = build.expr_from_pw_aff(dom.dim_max(d).gist_params(ctx))
-    return expr_to_text(lo, dialect), expr_to_text(hi, dialect)
-
-
-def flat_index(program: Program, stmt: Statement, access: int, values: Mapping[int, str], dialect,
-               sizes: Mapping[str, int] | None = None) -> str:
-    """The flat index of ``stmt``'s access ``access`` with iterator ``d`` standing for ``values[d]``; the
-    sizes printed as numbers where ``sizes`` is given."""
-    acc = stmt.accesses[access]
-    coeffs = access_coefficients(acc.relation)
-    if coeffs is None:
-        raise CodegenError(f"{stmt.name}: access to {acc.array} is not one affine function")
-    indices = []
-    for its, params, const in coeffs:
-        terms = [f"{c} * {as_operand(values[d])}" if c != 1 else as_operand(values[d]) for d, c in enumerate(its) if c]
-        terms += [f"{c} * {p}" if c != 1 else p for p, c in params.items() if c]
-        if const or not terms:
-            terms.append(str(const))
-        indices.append("(" + " + ".join(terms) + ")" if len(terms) > 1 else terms[0])
-    text = dialect.access(acc.array, indices)[len(acc.array) + 1:-1]
-    if sizes is not None:  # (the sizes as numbers: no 64-bit kernel argument in an int index)
-        text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(sizes[m.group(0)]) if m.group(0) in sizes else m.group(0), text)
-    return text
 
 
 def _plus(origin: str, index: str, ctype: str = "long long") -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import islpy as isl
 
 from polyfuse.codegen.ast import PYTHON
-from polyfuse.codegen.cuda_micro import flat_index, iterator_bounds, statement_arrays
+from polyfuse.codegen.cuda_accesses import flat_index, iterator_bounds, statement_arrays
 from polyfuse.codegen.cuda_values import value_text
 from polyfuse.ir.expr import ScalarArg
 from polyfuse.ir.program import Program
