@@ -2,9 +2,9 @@
 # Everything a session does on the GPU machine, in one device call (see shared/GPU.md and docs/gpu.md):
 #
 #   bash scripts/gpu-session.sh STAGE...      stages, in the order given:
-#     install      the wheels of .whl/ and pycuda (built from its archive, or unpacked from
-#                  .whl/pycuda-site.tgz when an earlier call brought that back), then
-#                  $OUT/pycuda-site.tgz so that the next call can skip the 1-2 minute build
+#     install      the wheels of .whl/ and pycuda (unpacked from .whl/pycuda-site.tgz when an earlier
+#                  call brought that back; else built from its archive, and then $OUT/pycuda-site.tgz
+#                  so that the next call can skip the 1-2 minute build)
 #     acceptance   benchmarks/cuda_acceptance.py ($ACCEPTANCE_ARGS passed on, e.g. "--sweep rows"):
 #                  gemm against cuBLAS, softmax/layernorm/sum against
 #                  the copy bandwidth, the micro-tile sweep           -> $OUT/cuda_acceptance.{json,md}
@@ -39,6 +39,8 @@ stage() {  # stage NAME DEFAULT_LIMIT COMMAND...
 install_stage() {
     if [[ -f .whl/pycuda-site.tgz ]]; then
         mkdir -p "$SITE" && tar -xzf .whl/pycuda-site.tgz -C "$SITE"
+        bash scripts/gpu-wheels.sh install || return 1
+        return 0  # (no tarball back: the call brings back at most 8 files, and the sweeps' stages fill them)
     fi
     bash scripts/gpu-wheels.sh install || return 1
     (cd "$SITE" && tar -czf "$OUT/pycuda-site.tgz" pycuda pycuda-*.dist-info 2>/dev/null) || true
@@ -61,7 +63,7 @@ print("probe done")'
     for s in "$@"; do
         case $s in
             install) stage install 240 bash -c "$(declare -f install_stage); install_stage" || exit 1 ;;
-            acceptance) stage acceptance 150 python3 -m benchmarks.cuda_acceptance --out "$OUT" ${ACCEPTANCE_ARGS:-} ;;
+            acceptance) stage acceptance 300 python3 -m benchmarks.cuda_acceptance --out "$OUT" ${ACCEPTANCE_ARGS:-} ;;
             tests) stage tests 180 python3 -m pytest -m gpu -n 12 -q -p no:cacheprovider --timeout 120 \
                        tests/test_gpu_device.py tests/test_cuda_runtime.py tests/test_graph.py > "$OUT/gpu_tests.log" 2>&1
                    tail -n 30 "$OUT/gpu_tests.log" ;;
