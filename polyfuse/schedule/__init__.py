@@ -196,7 +196,7 @@ def schedule(
                     best, more = source_order_one_thread(prog, best, lambda: _best(
                         prog, deps, "none", None, target, "smart", tile, params, searched_here, limits, budget, parallel).schedule,
                         budget, params, threads=team)
-                    notes += [line for line in more if one_thread or "replaces" in line]  # (a team's "not taken": noise)
+                    notes += more
                     in_source_order = best is not chosen
             break
         except BudgetExhausted as e:

@@ -144,7 +144,7 @@ class CudaMicroTile:
             return 16 // itemsize
         return int(read.side == "lane" and not self.stored_k_major(read))
 
-    def shared_bytes(self, itemsizes: dict[int, int]) -> int:
+    def shared_bytes(self, itemsizes: Mapping[int, int]) -> int:
         total = 0
         for r in self.staged:
             outer, inner = self.tile_shape(r)
@@ -201,7 +201,7 @@ def sized_for_the_gpu(plan: CudaMicroTile, extents: list[int], itemsizes: Mappin
     small = dataclasses.replace(plan, block_rows=32, block_lanes=32, thread_rows=2, thread_lanes=max(1, plan.thread_lanes // 2))
     tall = dataclasses.replace(plan, block_rows=TALL[0], block_lanes=TALL[1], thread_rows=TALL[2], thread_lanes=TALL[3],
                                **(TALL_K_MAJOR if plan.k_major else {}))
-    stages = min(plan.stages, min(shared_limit, SHARED_LIMIT) // max(tall.shared_bytes(itemsizes) // tall.stages, 1))
+    stages = _stages(tall, itemsizes, shared_limit, plan.stages)
     tall = dataclasses.replace(tall, stages=stages)
     fits = set(itemsizes.values()) == {4} and plan.thread_lanes == THREAD_LANES and stages >= 2
     for candidate in ([tall] if fits else []) + [plan]:
@@ -267,10 +267,16 @@ def _plan(prog: Program, stmt: Statement, found: Contraction, dims: list[int], s
     for k_major in ((True, False) if set(itemsizes.values()) <= {4} else (False,)):
         plan = CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged),
                              thread_lanes=lanes, k_major=k_major)
-        stages = min(STAGES, min(shared_limit, SHARED_LIMIT) // max(plan.shared_bytes(itemsizes) // plan.stages, 1))
+        stages = _stages(plan, itemsizes, shared_limit, STAGES)
         if stages >= 2:
             return dataclasses.replace(plan, stages=stages)
     return None
+
+
+def _stages(plan: CudaMicroTile, itemsizes: Mapping[int, int], shared_limit: int, most: int) -> int:
+    """How many steps of ``plan``'s operand tiles fit ``shared_limit`` bytes (and the static limit), at most
+    ``most``."""
+    return min(most, min(shared_limit, SHARED_LIMIT) // max(plan.shared_bytes(itemsizes) // plan.stages, 1))
 
 
 def rectangular(domain: isl.Set) -> bool:
