@@ -2,7 +2,9 @@
 it (``tmp[i] += A[i][j] * x[j]``: atax, gemver, gesummv, mvt) keeps those elements in scalar accumulators
 under ``#pragma omp simd reduction(+:...)`` when ``reassociate=True`` (the default), instead of a load, an
 add and a store per iteration; with ``reassociate=False`` the loop and the result are exactly the source's.
-Results are checked against the reference interpreter and against gcc's build of the original C."""
+A statement keeping the maximum or minimum of its element and a value (nussinov's ``max_score``) keeps the
+element in a register too, in the source order. Results are checked against the reference interpreter and
+against gcc's build of the original C."""
 
 from __future__ import annotations
 
@@ -137,3 +139,80 @@ def test_a_read_of_the_updated_element_itself_is_left_in_memory():
     exe(**args)
     pf.reference(prog)(**want, n=37)
     assert np.array_equal(args["x"], want["x"])
+
+
+NUSSINOV_LIKE = """
+#define max_score(s1, s2) ((s1 >= s2) ? s1 : s2)
+void fold(int n, int table[n][n]) {
+#pragma scop
+  for (int i = n - 1; i >= 0; i--)
+    for (int j = i + 1; j < n; j++)
+      for (int k = i + 1; k < %s; k++)
+        table[i][j] = max_score(table[i][j], table[i][k] + table[%s][j]);
+#pragma endscop
+}
+"""
+
+
+@pytest.mark.parametrize("n", [1, 7, 37, 129])
+def test_a_maximum_reading_other_elements_of_its_array_is_kept_in_a_register(n):
+    """nussinov: ``table[i][j] = max(table[i][j], table[i][k] + table[k+1][j])`` with ``i < k < j`` never
+    reads the element it keeps the maximum in: the element stays in a register across ``k``, in the source
+    order (no SIMD clause), and the result is gcc's, negative values included."""
+    from tests.c_oracle import GccKernel
+
+    source = NUSSINOV_LIKE % ("j", "k + 1")
+    prog = pf.from_c(source)
+    exe = pf.compile(prog, target="c", params={"n": n})
+    if n > 2:
+        assert "int pf_acc0 = table[" in exe.code.text and "reduction(max" not in exe.code.text, exe.code.text
+    table = np.random.default_rng(5).integers(-50, 50, (n, n), dtype=np.int32)
+    want = GccKernel(source, "fold", None)(table=table)
+    exe(table=table)
+    np.testing.assert_array_equal(table, want["table"])
+
+
+def test_a_maximum_reading_its_own_element_is_left_in_memory():
+    """With ``k <= j`` the last ``k`` reads ``table[i][j]`` itself (``table[i][k]``, ``k = j``): no
+    accumulator, the same result as gcc's."""
+    from tests.c_oracle import GccKernel
+
+    source = NUSSINOV_LIKE % ("j + 1", "k")
+    prog = pf.from_c(source)
+    exe = pf.compile(prog, target="c", params={"n": 37})
+    assert "pf_acc" not in exe.code.text, exe.code.text
+    table = np.random.default_rng(6).integers(-50, 50, (37, 37), dtype=np.int32)
+    want = GccKernel(source, "fold", None)(table=table)
+    exe(table=table)
+    np.testing.assert_array_equal(table, want["table"])
+
+
+MINIMA = """
+void row_min(int n, int m, float A[n][m], float w[n]) {
+#pragma scop
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < m; j++)
+      w[i] = (A[i][j] < w[i]) ? A[i][j] : w[i];
+#pragma endscop
+}
+"""
+
+
+@pytest.mark.parametrize("sizes", [(1, 1), (7, 37), (37, 129)])
+def test_a_minimum_written_the_other_way_round_is_kept_in_a_register_bit_for_bit(sizes):
+    """``w[i] = A[i][j] < w[i] ? A[i][j] : w[i]`` (the element second) is a minimum too; kept in the source
+    order, floats come out bit for bit as gcc's (NaN included: a comparison with NaN keeps ``w[i]``)."""
+    from tests.c_oracle import GccKernel
+
+    n, m = sizes
+    prog = pf.from_c(MINIMA)
+    exe = pf.compile(prog, target="c", params={"n": n, "m": m})
+    if m > 1:
+        assert "float pf_acc0 = w[" in exe.code.text, exe.code.text
+    rng = np.random.default_rng(7)
+    A = rng.uniform(-1, 1, (n, m)).astype(np.float32)
+    A[0, m // 2] = np.nan
+    w = rng.uniform(-1, 1, n).astype(np.float32)
+    want = GccKernel(MINIMA, "row_min", None)(A=A, w=w)
+    exe(A=A, w=w)
+    np.testing.assert_array_equal(w, want["w"])

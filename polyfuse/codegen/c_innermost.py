@@ -67,10 +67,10 @@ class InnermostLoopPrinter:
         return None, [f"{pad}#pragma omp simd"] if simd else [], []
 
     def _element_reduction(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str] | None:
-        """The innermost loop ``node`` with the array elements its statements add into kept in scalar
-        accumulators (:func:`polyfuse.codegen.c_openmp.element_reduction`), or ``None``: every statement
-        of the body adds into its own element, which does not move along the loop and which no other
-        statement of the body touches."""
+        """The innermost loop ``node`` with the array elements its statements fold values into (sums,
+        maxima, minima: :func:`polyfuse.codegen.c_openmp.element_reduction`) kept in scalar accumulators,
+        or ``None``: every statement of the body folds into its own element, which does not move along the
+        loop and which no other statement of the body touches."""
         body = node.for_get_body()
         nodes = list(block_children(body)) if body.get_type() == isl.ast_node_type.block else [body]
         if not nodes or any(n.get_type() != isl.ast_node_type.user for n in nodes):
@@ -78,8 +78,9 @@ class InnermostLoopPrinter:
         calls = [statement_call(n) for n in nodes]
         it = self._index(node.for_get_iterator())
         targets = [c.statement.write.array for c in calls]
-        if len(set(targets)) != len(targets) or any(
-                it in expr_ids(c.write) or not element_reduction(c.statement, self.program.arrays)
+        ops = [element_reduction(c.statement, self.program.arrays) for c in calls]
+        if len(set(targets)) != len(targets) or None in ops or any(
+                it in expr_ids(c.write)
                 or any(a.array in targets and a.array != c.statement.write.array for a in c.statement.accesses)
                 for c in calls):
             return None
@@ -87,8 +88,10 @@ class InnermostLoopPrinter:
         accs = [(f"pf_acc{k}", self._index(c.write), self.program.arrays[c.statement.write.array].dtype.c_name)
                 for k, c in enumerate(calls)]
         cond = strip_parens(self._index(node.for_get_cond()))
-        lines = [f"{pad}{{", *(f"{pad}{INDENT}{ctype} {name} = {target};" for name, target, ctype in accs),
-                 f"{pad}{INDENT}#pragma omp simd " + " ".join(f"reduction(+:{name})" for name, _, _ in accs),
+        # sums go to the SIMD lanes; a maximum or minimum keeps the source order (the compiler may still
+        # vectorise an integer one, whose result no order changes)
+        simd = [f"{pad}{INDENT}#pragma omp simd " + " ".join(f"reduction(+:{name})" for name, _, _ in accs)] if set(ops) == {"+"} else []
+        lines = [f"{pad}{{", *(f"{pad}{INDENT}{ctype} {name} = {target};" for name, target, ctype in accs), *simd,
                  f"{pad}{INDENT}for ({INDEX_TYPE} {it} = {self._index(node.for_get_init())}; {cond}; "
                  f"{it} += {self._index(node.for_get_inc())}) {{"]
         for line in self._node(body, depth + 2, parallel):
