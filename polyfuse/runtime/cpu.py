@@ -167,7 +167,7 @@ class CFunction:
         # (the thread count read and set around a call, the workers' placement): on a call after an idle
         # pause those few foreign calls run from cold caches (PolyBench jacobi-1d MEDIUM, one thread).
         self.parallel = uses_openmp(code.text)
-        team.link(self.library, code.entry)
+        team.link(self.library, code.entry, placement.openmp())
 
     def __call__(self, *values: Any) -> None:
         self.call_in_team(values, 0)

@@ -24,6 +24,8 @@ import os
 import threading
 from functools import lru_cache
 
+from polyfuse.runtime import team
+
 PLACEMENT_SOURCE = r"""
 #define _GNU_SOURCE
 #include <sched.h>
@@ -89,7 +91,8 @@ def default_team() -> int:
 
 
 def openmp() -> ctypes.CDLL:
-    """A library linked with the process's OpenMP runtime, for calling ``omp_*`` functions through it."""
+    """A library linked with the process's OpenMP runtime, for calling ``omp_*`` functions through it; it
+    also holds the team wrapper's policy (:mod:`polyfuse.runtime.team`)."""
     return _load()
 
 
@@ -99,5 +102,5 @@ def _load() -> ctypes.CDLL:
         if _library is None:
             from polyfuse.runtime.cpu import load_library  # (cpu imports this module)
 
-            _library = load_library(PLACEMENT_SOURCE)
+            _library = load_library(PLACEMENT_SOURCE + team.POLICY_SOURCE)
     return _library

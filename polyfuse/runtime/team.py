@@ -5,9 +5,10 @@ Every call of C code that starts a parallel region goes through ``<entry>_in_tea
 lines of C appended to the library's source (not part of ``Code.text``). It sets OpenMP's thread count to
 ``threads`` for the call (0: leave OpenMP's count) and puts it back afterwards; doing that in C rather
 than through ctypes saves three foreign calls on the hot path of a prepared call. The stub only calls
-``polyfuse_team_begin`` and ``polyfuse_team_end``, which hold the policy below: they live in a library of
-their own (:data:`POLICY_SOURCE`), built once per compiler and flags, whose addresses :func:`link` hands
-to each kernel's library when it is loaded.
+``polyfuse_team_begin`` and ``polyfuse_team_end``, which hold the policy below: they live in the
+process-wide runtime library that also places the workers (:data:`POLICY_SOURCE`, built with
+:mod:`polyfuse.runtime.placement`'s source once per compiler and flags), whose addresses :func:`link`
+hands to each kernel's library when it is loaded.
 
 **Cold calls.** Between two calls libgomp's workers spin for a few milliseconds (about 7 ms on the 2-core
 EPYC this was measured on), then sleep on a futex. The first parallel region after that pause wakes them,
@@ -49,7 +50,6 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Sequence
-from functools import lru_cache
 
 from polyfuse.codegen.code import Code
 
@@ -65,15 +65,17 @@ WARM_RETRY_EVERY = 32
 POLICY_VARIABLE = "POLYFUSE_COLD_ONE_THREAD"
 
 STATS_FIELDS = ("team_s", "cold_team_s", "cold_one_s", "threads", "considered", "warm_team_s", "warm_one_s", "weighed")
-# An entry's record, one array of doubles in its library: where each field of STATS_FIELDS lives in it.
-STATE_SIZE = 9
+# An entry's record, one array of doubles in its library: where each field of STATS_FIELDS lives in it
+# (the times, ``*_s``, start negative: none yet; the counts at 0).
 _STATE_INDEX = {"team_s": 0, "cold_team_s": 1, "cold_one_s": 2, "warm_team_s": 3, "warm_one_s": 4,
                 "calls": 5, "considered": 6, "weighed": 7, "threads": 8}
+STATE_SIZE = len(_STATE_INDEX)
 CALL_SIZE = 6  # one call's notes, from begin to end: start, previous count, count used, one, considered, cold
 
-# The policy, compiled once per compiler and flags into a library of its own (not into every kernel's: a
-# kernel's library then carries a ten-line stub, about 15 ms less C compiler time per kernel on the
-# 2-core EPYC). One clock in it serves every polyfuse library of the process. Its settings come from the
+# The policy, compiled once per compiler and flags into the process-wide runtime library that also places
+# the workers (``placement.py``), not into every kernel's: a kernel's library then carries a ten-line stub,
+# about 15 ms less C compiler time per kernel on the 2-core EPYC. One clock in it serves every polyfuse
+# library of the process. Its settings come from the
 # stub (``pf_team_policy``, written when the kernel's library is built), in the order of POLICY_FIELDS.
 POLICY_FIELDS = ("asleep_s", "one_thread_max_s", "warm_one_thread_max_s", "retry_every", "warm_retry_every", "on")
 POLICY_SOURCE = """
@@ -159,10 +161,10 @@ def wrapper_source(code: Code, signature: Sequence[tuple[str, str]]) -> str:
     settings = (-1.0 if asleep is None else asleep, ONE_THREAD_MAX_S, WARM_ONE_THREAD_MAX_S, RETRY_EVERY,
                 WARM_RETRY_EVERY, int(policy_on()))
     policy = ", ".join(repr(float(s)) for s in settings)
-    initial = ", ".join(["-1.0"] * 5 + ["0.0"] * (STATE_SIZE - 5))
+    initial = ", ".join("-1.0" if name.endswith("_s") else "0.0" for name in _STATE_INDEX)
     return "\n".join([
         "",
-        "/* polyfuse runtime: the team wrapper (polyfuse/runtime/team.py); the policy is in its own library */",
+        "/* polyfuse runtime: the team wrapper (polyfuse/runtime/team.py); the policy is in the runtime library */",
         "typedef void pf_team_begin_fn(double *, int, const double *, double *);",
         "typedef void pf_team_end_fn(double *, const double *);",
         "static pf_team_begin_fn *pf_team_begin;",
@@ -181,14 +183,14 @@ def wrapper_source(code: Code, signature: Sequence[tuple[str, str]]) -> str:
     ])
 
 
-def link(library: ctypes.CDLL, entry: str) -> None:
-    """Give the library's wrapper the policy library's functions (the process-wide one, whose clock every
-    polyfuse library shares, so that a call right after another polyfuse kernel's knows the team is awake)."""
-    policy = _policy_library()
+def link(library: ctypes.CDLL, entry: str, runtime: ctypes.CDLL) -> None:
+    """Give the library's wrapper the policy's functions in ``runtime``, the process-wide library built from
+    :data:`POLICY_SOURCE` (``placement.openmp()``), whose clock every polyfuse library shares, so that a
+    call right after another polyfuse kernel's knows the team is awake."""
     connect = getattr(library, f"{entry}{LINK_SUFFIX}")
     connect.restype = None
     connect.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    connect(ctypes.cast(policy.polyfuse_team_begin, ctypes.c_void_p), ctypes.cast(policy.polyfuse_team_end, ctypes.c_void_p))
+    connect(ctypes.cast(runtime.polyfuse_team_begin, ctypes.c_void_p), ctypes.cast(runtime.polyfuse_team_end, ctypes.c_void_p))
 
 
 def stats(library: ctypes.CDLL, entry: str) -> dict[str, float]:
@@ -197,10 +199,3 @@ def stats(library: ctypes.CDLL, entry: str) -> dict[str, float]:
     calls after a pause considered one thread. For tests and for users asking why a call ran on one thread."""
     state = (ctypes.c_double * STATE_SIZE).in_dll(library, f"{entry}{STATE_SUFFIX}")
     return {field: state[_STATE_INDEX[field]] for field in STATS_FIELDS}
-
-
-@lru_cache(maxsize=None)
-def _policy_library() -> ctypes.CDLL:
-    from polyfuse.runtime.cpu import load_library  # (cpu imports this module)
-
-    return load_library(POLICY_SOURCE)
