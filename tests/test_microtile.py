@@ -50,12 +50,13 @@ def test_matmul_gets_a_register_tile_with_its_initialisation_hoisted():
     s1 = prog.statement(mark.statement)
     # c[i0, i2] += a[i0, i1] * b[i1, i2]: rows i0, lanes i2 (c and b contiguous), reduction i1
     assert (mark.rows, mark.lane, mark.reduction) == (s1.iterators[0], s1.iterators[2], s1.iterators[1])
-    # the zero-initialisation is its own kernel, before the contraction: no guard inside the k loop
-    assert [k.statements for k in sched.kernels] == [("S0",), ("S1",)]
+    # the zero-initialisation is no guard inside the k loop: its accumulators start from zero in the first
+    # k tile (tiling/init_fold.py; tests/test_init_fold.py)
+    assert [k.statements for k in sched.kernels] == [("S0", "S1")]
     text = pf.codegen(sched).text
     assert "PF_VFMA_f32" in text and "acc_5_1" in text
     assert "pack2[" in text  # b's k x NR panel is packed once per lane strip (b is access 2 of S1)
-    assert "S0 | S1: not fused: S1 runs as a register micro-tile, which takes a kernel of its own" in sched.explain()
+    assert "S1 | S0: fused: kernel0: S0 initialises S1's elements and runs inside its tiles" in sched.explain()
 
 
 @pytest.mark.parametrize("sizes", [(1, 1, 1), (7, 37, 129), (129, 7, 37), (37, 129, 7), (61, 300, 50),

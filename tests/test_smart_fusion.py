@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 import warnings
 from types import MappingProxyType
 
@@ -144,7 +145,14 @@ def _replays_correctly(prog: pf.Program, sched: pf.Schedule) -> None:
     exe(**ins, y=got)
     pf.reference(prog)(**ins, y=want)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert [k.statements for k in exe.schedule.kernels] == [k.statements for k in sched.kernels]
+    # (the initialisations moved into their contractions' tiles after fusion are no fusion decision: the
+    # replay, with no tiles, keeps them apart)
+    folded = {m.group(1) for n in sched.notes for m in [re.match(r"(S\d+) \(the initialisation of", n)] if m}
+
+    def groups(kernels) -> list[tuple[str, ...]]:
+        return [g for g in (tuple(s for s in k.statements if s not in folded) for k in kernels) if g]
+
+    assert groups(exe.schedule.kernels) == groups(sched.kernels)
 
 
 def test_mlp_smart_fusion_is_never_rated_worse_than_minimal_fusion():
@@ -321,7 +329,8 @@ def test_attention_keeps_its_contractions_apart_and_its_softmax_fused():
     assert "kept the schedule with the contractions apart" in sched.explain()
     micro = smart._microtiles(sched)
     contractions = [kern for kern in sched.kernels if micro.get(kern.name)]
-    assert len(contractions) == 2 and all(len(kern.statements) == 1 for kern in contractions)
+    # (each with its initialisation, moved into its tiles after fusion: tiling/init_fold.py)
+    assert len(contractions) == 2 and all(len(kern.statements) == 2 for kern in contractions)
     between = sched.kernels.index(contractions[1]) - sched.kernels.index(contractions[0])
     assert between == 2  # one fused softmax kernel between the two matmuls
     rng = np.random.default_rng(4)

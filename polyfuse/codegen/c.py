@@ -62,6 +62,7 @@ from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
 from polyfuse.ir.program import Array, Program
 from polyfuse.schedule.model import KERNEL_MARK, PARALLEL_MARK, Kernel, Schedule
+from polyfuse.schedule.tiling.init_fold import FOLDED_INIT_MARK
 from polyfuse.schedule.tiling.jam import JAM_MARK
 from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
 from polyfuse.types import SizeExpr
@@ -144,7 +145,9 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         self.streamed = streamed_arrays(self.program, sched.kernels, sched.params, self.local_scalars)
         self.uses_streams = False  # a loop was printed with streaming stores (``c_stream.py``)
         self.stream_unfenced = False  # ... and no fence follows it yet
+        self.started: dict[str, bool] = {}  # update -> every micro-kernel of it starts from its folded initialisation
         self._scan(self.ast, None, None)
+        self.uses_vectors = False  # (the scan's trial prints set it)
         self.function_scalars = self._function_scope_scalars()
 
     # ----- whole translation unit ---------------------------------------------------------------
@@ -228,6 +231,11 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
             if node.if_has_else_node():
                 self._scan(node.if_get_else_node(), loop, parallel)
         elif t == isl.ast_node_type.mark:
+            info = node.mark_get_id().user
+            if node.mark_get_id().get_name() == MICROTILE_MARK and getattr(info, "start", None) is not None:
+                # a folded initialisation is left out only where every micro-kernel of its update prints
+                printed = microtile_lines(self, node, 0) is not None
+                self.started[info.statement] = self.started.get(info.statement, True) and printed
             self._scan(node.mark_get_node(), loop, self._parallel_below(node, parallel) if loop is None else None)
         elif t == isl.ast_node_type.user:
             used = {a.array for a in statement_call(node).statement.accesses if a.array in self.local_scalars}
@@ -326,6 +334,8 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
             lines = microtile_lines(self, node, depth)
             if lines is not None:
                 return lines
+        if name == FOLDED_INIT_MARK and self.started.get(ident.user, False):
+            return []  # (its micro-kernels start from its value: schedule/tiling/init_fold.py)
         if name == JAM_MARK:
             lines = jam_lines(self, node.mark_get_node(), depth, ident.user, parallel)
             if lines is not None:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 import islpy as isl
 
 from polyfuse.codegen.ast import expr_ids, statement_call
+from polyfuse.codegen.c_expressions import literal
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
 from polyfuse.schedule.tiling.accesses import Coefficients, access_coefficients, stride_along
 from polyfuse.schedule.tiling.microtile import MicroTile
@@ -173,6 +174,8 @@ def microtile_lines(printer, mark: isl.AstNode, depth: int) -> list[str] | None:
     kernel = _Kernel(printer, stmt, coeffs, loop_of, info, rows, lane, red, printer.sched.reassociate, tuple(inner_loops))
     if kernel.triangular_reduction and kernel._strided():
         return None  # (a gathered panel spans one range of k for all rows)
+    if info.start is not None and (kernel.triangular_reduction or red.ids & {lp.name for lp in loops[-n_tile:-1]}):
+        return None  # (a folded initialisation needs every row's and lane's first term in the same call)
     lines: list[str] = []
     pad = depth
     for lp in loops[:-n_tile]:  # batch and outer reduction loops: as isl printed them
@@ -386,11 +389,12 @@ class _Kernel:
             return "&" + self._access(acc, at(r, v))
 
         acc_name = lambda r, v: f"acc_{r}_{v}"  # noqa: E731
-        lines = []
+        loads = []
         for r in range(n_rows):
             for v in lanes:
                 load = f"pf_{self.w}load_{self.t.name}({address(self.stmt.target, r, v)})" if vec else self._access(self.stmt.target, at(r, v))
-                lines.append(_pad(d, f"{t} {acc_name(r, v)} = {load};"))
+                loads.append((acc_name(r, v), load))
+        lines = self._start(d, t, vec, loads)
         # the loops of the reductions: further ones (a window), outermost first, around the k loop; with
         # reassociation allowed, the k loop around them instead (each step's window walks the operands by
         # the smallest strides: see _window_inside)
@@ -449,6 +453,23 @@ class _Kernel:
                     lines.append(_pad(d, f"{self._access(self.stmt.target, at(r, v))} = {acc_name(r, v)};"))
         del target
         return [_pad(d - 1, "{"), *lines, _pad(d - 1, "}")]
+
+    def _start(self, d: int, t: str, vec: bool, loads: list[tuple[str, str]]) -> list[str]:
+        """The accumulators' declarations and first values: loaded from the updated array, or, in the call
+        holding every element's first term where an initialisation to a constant was folded into the tile
+        (``MicroTile.start``), that constant (the initialisation itself is not printed: ``codegen/c.py``)."""
+        if self.info.start is None:
+            return [_pad(d, f"{t} {name} = {load};") for name, load in loads]
+        value = literal(self.info.start, self.t)
+        value = f"pf_{self.w}set_{self.t.name}({value})" if vec else value
+        if self.red.init.strip("()") == str(self.info.first):  # (every call is the first)
+            return [_pad(d, f"{t} {name} = {value};") for name, _ in loads]
+        return [_pad(d, f"{t} {', '.join(name for name, _ in loads)};"),
+                _pad(d, f"if ({self.red.init} == {self.info.first}) {{"),
+                *[_pad(d + 1, f"{name} = {value};") for name, _ in loads],
+                _pad(d, "} else {"),
+                *[_pad(d + 1, f"{name} = {load};") for name, load in loads],
+                _pad(d, "}")]
 
     @property
     def triangular_reduction(self) -> bool:

@@ -68,12 +68,13 @@ from polyfuse.schedule.mapping.kernels import Mapper, split
 from polyfuse.schedule.mapping.row_staging import stage_rows
 from polyfuse.schedule.mapping.rows import cooperative_rows
 from polyfuse.schedule.mapping.vector_sums import vector_sum_candidate, vector_sums
-from polyfuse.schedule.model import BASE_KEY, ROWS_FUSED, Schedule
+from polyfuse.schedule.model import BASE_KEY, FOLD_KEY, ROWS_FUSED, Schedule
 from polyfuse.schedule.movement.data_movement import data_movement
 from polyfuse.schedule.pivots import split_pivots
 from polyfuse.schedule.privatize import contract, temporaries
 from polyfuse.schedule.text import read_schedule
 from polyfuse.schedule.tiling.cuda_microtile import cuda_candidate
+from polyfuse.schedule.tiling.init_fold import fold_initialisations
 from polyfuse.schedule.tiling.microtile import distribute_contractions
 from polyfuse.schedule.tiling.sizes import validate_tile
 
@@ -215,11 +216,13 @@ def schedule(
             notes.append("every kernel runs on one thread at these sizes (each parallel loop launch does too little work), "
                          "so the reordering that exposed that parallelism (e.g. a wavefront) would only cost locality: "
                          "the program runs in its source order")
+    best, more, folded = _with_folds(best)  # C: contractions' initialisations into their tiles
+    notes += more
     best = block_reductions(best, bool(reassociate))  # CUDA: reductions into one element shared by the threads
     best = vector_sums(best, bool(reassociate))  # CUDA: sums into a vector shared by many threads
     rows_fused = any(n.startswith(ROWS_FUSED) for n in notes)
     decide = functools.partial(decisions, prog, label, best.kernels, view, apart_of(best), kernel_shapes(best.tree, best.kernels),
-                               rows_fused) if view is not None else None  # on first explain()
+                               rows_fused, folded) if view is not None else None  # on first explain()
     return _keep_base(best, decide=decide, notes=tuple(notes), reassociate=bool(reassociate))
 
 
@@ -243,6 +246,40 @@ def _map_and_check(prog, base, view, target, tile, params, search, microtiles: b
                     view=view, shared_memory=shared_memory, wavefronts=threads != 1 and not parallel)
     tree = split(base.get_root(), mapper).get_schedule()
     kernels = tuple(mapper.kernels)
+    return _contract_and_check(prog, tree, kernels, view)
+
+
+def _fold(prog, kernels, params, view, sched: Schedule) -> tuple[Schedule, list[str], dict[str, str]] | None:
+    """``sched`` with its contractions' initialisations moved into their tiles (``tiling/init_fold.py``), the
+    notes that say so and the moves (initialisation -> update), or ``None`` where nothing moves or the moved
+    tree fails a legality check.
+
+    Done on the schedule the policy chose, not on each candidate: the fusion policies compare kernels by
+    the statements they group, and the move regroups one statement without changing what the comparison
+    weighs (a pass over the initialised array, the same in every candidate that keeps the contraction)."""
+    folded, infos, moves = fold_initialisations(prog, sched.tree, kernels, params)
+    if not moves:
+        return None
+    try:
+        tree, infos, privatized = _contract_and_check(prog, folded, infos, view)
+    except IllegalTransformError:
+        return None
+    notes = [f"{m.init} (the initialisation of {m.update}) runs inside the tiles of {m.update}'s kernel, just before the "
+             "micro-kernel reads the elements it sets (out of its own pass over the array: tiling/init_fold.py)" for m in moves]
+    out = dataclasses.replace(sched, tree=tree, kernels=tuple(k.kernel for k in infos), contracted=frozenset(privatized))
+    out._lazy.update({k: v for k, v in sched._lazy.items() if k != FOLD_KEY})  # (the base tree, smart's groups)
+    return out, notes, {m.init: m.update for m in moves}
+
+
+def _with_folds(sched: Schedule) -> tuple[Schedule, list[str], dict[str, str]]:
+    """The chosen schedule with :func:`_fold` applied where it was prepared, its notes and its moves."""
+    fold = sched._lazy.get(FOLD_KEY)
+    done = fold(sched) if fold is not None else None
+    return done if done is not None else (sched, [], {})
+
+
+def _contract_and_check(prog, tree, kernels, view):
+    """Contraction of temporaries, then the legality of the whole tree and of each parallel loop."""
     privatized = contract(prog, tree, kernels, view)
     check_schedule(prog, tree, privatized)
     for k in kernels:
@@ -416,4 +453,6 @@ def _finish(prog, base, view, target, fusion, tile, params, search, limits, para
         tile=tile,
     )
     finished._lazy[BASE_KEY] = base  # the order before tiling and mapping, for sched.to_text()
+    if target == "c" and any(k.kernel.tile_sizes for k in kernels):  # (done on the schedule chosen: _with_folds)
+        finished._lazy[FOLD_KEY] = functools.partial(_fold, prog, kernels, params, view)
     return finished, (list(search.log) if search is not None else [])

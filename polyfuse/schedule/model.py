@@ -60,6 +60,11 @@ ONE_KERNEL_MARK = "one_kernel"  # (base trees only) the subtree below is one ker
 
 BASE_KEY = "base"
 """``Schedule._lazy`` key of the base tree (before tiling and mapping) that ``to_text`` prints."""
+FOLD_KEY = "fold"
+"""``Schedule._lazy`` key of the C step left for the schedule a policy chooses: its contractions' initialisations
+moved into their tiles (``schedule._fold``)."""
+CARRIED_KEYS = (BASE_KEY, FOLD_KEY)
+"""The ``Schedule._lazy`` entries a copy of a chosen schedule keeps."""
 FELL_BACK_SEQUENTIAL = "fell back to the source order, run sequentially"
 ROWS_FUSED = "threads=1: the loop nests of each time step run fused row by row"
 """The note (``fusion/steps.py``) of a schedule whose time steps run as one row-fused kernel each."""

@@ -11,6 +11,7 @@ distributed from it, and ``fusion="smart"``'s own distribution where its model r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import islpy as isl
@@ -31,15 +32,23 @@ _POLICY = {
 
 def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: DepView,
               apart: tuple[frozenset[str], ...] = (), shapes: Mapping[str, str] | None = None,
-              rows_fused: bool = False) -> tuple[FusionDecision, ...]:
+              rows_fused: bool = False, folded: Mapping[str, str] | None = None) -> tuple[FusionDecision, ...]:
     """The decisions for each kernel of several statements and each pair of neighbouring kernels.
     ``apart``: the statements of the kernels ``fusion="smart"`` fused and then distributed again because
     its model rated them better apart (the notes give the numbers). ``shapes``: kernel name -> the kernel
     shape its lone statement was distributed into (:func:`kernel_shapes`). ``rows_fused``: the time steps run
-    as one row-fused kernel each (``steps.py``, threads=1)."""
+    as one row-fused kernel each (``steps.py``, threads=1). ``folded``: initialisation -> the contraction
+    whose tiles it was moved into after fusion (``tiling/init_fold.py``): a kernel of its own as far as
+    fusion goes."""
     shapes = shapes or {}
+    folded = folded or {}
     out: list[FusionDecision] = []
     for k in kernels:
+        for init in (s for s in k.statements if s in folded):
+            out.append(FusionDecision((folded[init],), (init,), True,
+                                      f"{k.name}: {init} initialises {folded[init]}'s elements and runs inside its tiles, "
+                                      "just before the micro-kernel reads them (tiling/init_fold.py)"))
+        k = dataclasses.replace(k, statements=tuple(s for s in k.statements if s not in folded))
         if len(k.statements) > 1:
             how = _POLICY.get(fusion, f"fusion={fusion!r}")
             reason = "one kernel in the explicit schedule" if fusion == "explicit" else f"fused by isl's scheduler under fusion={fusion!r}"
@@ -49,7 +58,7 @@ def decisions(prog: Program, fusion: str, kernels: tuple[Kernel, ...], view: Dep
                 reason = "the loop nests of each time step fused row by row for one thread (threads=1; see the note)"
             out.append(FusionDecision(k.statements[:1], k.statements[1:], True, f"{k.name}: {reason}" if how else reason))
     for a, b in zip(kernels, kernels[1:]):
-        first, second = a.statements, b.statements
+        first, second = (tuple(s for s in k.statements if s not in folded) for k in (a, b))
         shaped = next(((k.statements[0], shapes[k.name]) for k in (b, a) if k.name in shapes and len(k.statements) == 1), None)
         if any(set(first) | set(second) <= group for group in apart):
             reason = ("fusion='smart' fused them, then distributed them again: the model rates them better in "

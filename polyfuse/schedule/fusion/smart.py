@@ -48,7 +48,7 @@ from polyfuse.schedule.bands import DepView, T, annotate, statement_filters
 from polyfuse.schedule.fusion.locality import strided_walks
 from polyfuse.schedule.fusion.scheduler import BudgetExhausted, IslBudget
 from polyfuse.schedule.mapping.kernels import box_volume, split, statements_of
-from polyfuse.schedule.model import Kernel, Schedule
+from polyfuse.schedule.model import CARRIED_KEYS, Kernel, Schedule
 from polyfuse.schedule.tiling.microtile import fresh_nest, microtile_marks
 
 REPRESENTATIVE_SIZE = 1024
@@ -245,6 +245,7 @@ def _choose(candidates: list[_Candidate], notes: list[str], failed: Exception | 
     if failed is not None:  # (keeping more register micro-tiles for more bytes is the rating itself: a note)
         warn(line)
     out = dataclasses.replace(chosen.schedule, fusion="smart")
+    out._lazy.update({k: v for k, v in chosen.schedule._lazy.items() if k in CARRIED_KEYS})
     out._lazy[APART_KEY] = apart
     return out, notes + [line]
 

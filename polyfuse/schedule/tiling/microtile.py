@@ -106,10 +106,15 @@ class MicroTile:
     mr: int = MR  # rows of the register tile (``register_rows()`` when the mark was made)
     nr: int = NR_VECTORS  # vectors of lanes per row of the register tile (:func:`lane_vectors`)
     inner: tuple[str, ...] = ()  # further reductions inside the register tile, outermost first
+    # the constant initialisation folded into the tile (``init_fold.py``): a call whose reduction loop starts at
+    # ``first`` (every element's first term) starts its accumulators from ``start`` instead of loading them
+    start: float | None = None
+    first: int | None = None
 
     def __str__(self) -> str:
+        start = f", from {self.start} at {self.reduction} = {self.first}" if self.start is not None else ""
         return (f"microtile({self.statement}: rows {self.rows}, lane {self.lane}, reduction {self.reduction}, "
-                f"{self.mr} x {self.nr} vectors)")
+                f"{self.mr} x {self.nr} vectors{start})")
 
 
 def microtile_marks(tree: isl.Schedule) -> list[tuple[str, MicroTile]]:
