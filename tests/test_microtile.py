@@ -214,15 +214,18 @@ def test_the_window_runs_inside_the_channel_loop_only_where_sums_may_be_reordere
 def test_a_long_channel_reduction_keeps_the_window_outside_the_register_tile():
     """The window moves inside the register tile only where the channel sum fits one k tile: a k tile
     loop outside the window would change the order of each output's terms."""
+    from polyfuse.schedule.tiling.microtile import reduction_tile
+    kc = reduction_tile(4)
+    c = kc + 44  # (more channels than one k tile holds, on this machine)
     g = pf.Graph("conv_wide")
-    x = g.input("x", (1, 300, 4, 21), pf.f32)
-    w = g.input("w", (9, 300, 3, 3), pf.f32)
+    x = g.input("x", (1, c, 4, 21), pf.f32)
+    w = g.input("w", (9, c, 3, 3), pf.f32)
     prog = g.build(y=pf.ops.conv2d(x, w, padding=1))
     (mark,) = _marks(pf.schedule(prog, target="c", params={}))
-    assert mark.inner == () and mark.k_tile == 256
+    assert mark.inner == () and mark.k_tile == kc
     rng = np.random.default_rng(5)
-    xv = rng.uniform(-1, 1, (1, 300, 4, 21)).astype(np.float32)
-    wv = rng.uniform(-1, 1, (9, 300, 3, 3)).astype(np.float32)
+    xv = rng.uniform(-1, 1, (1, c, 4, 21)).astype(np.float32)
+    wv = rng.uniform(-1, 1, (9, c, 3, 3)).astype(np.float32)
     y = np.zeros((1, 9, 4, 21), np.float32)
     pf.compile(prog, target="c", params={})(x=xv, w=wv, y=y)
     np.testing.assert_allclose(y, _np_conv(xv, wv, 1, 1), rtol=1e-4, atol=1e-3)
@@ -311,30 +314,59 @@ def test_a_weight_read_across_the_lanes_is_gathered_per_strip(sizes):
     np.testing.assert_allclose(c, a.astype(np.float64) @ w.T, rtol=1e-5 * k, atol=1e-5 * k)
 
 
-@pytest.mark.parametrize("vbytes, registers, lanes, itemsize, nr", [
-    (64, 32, 56, 4, 3),  # a conv row of 56 floats: 48 lanes in three vectors, not 32 in two
-    (64, 32, 256, 4, 2),  # a matmul's lane tile of 256: two vectors leave nothing over
-    (64, 32, 220, 8, 3),  # PolyBench gemm MEDIUM's 220 doubles: 4 left over, not 12
-    (64, 32, 56, 8, 2),  # a tie (8 left over either way) keeps two
-    (32, 16, 56, 4, 2),  # 16 registers cannot hold 6 x 3 accumulators
-    (64, 32, 0, 4, 2),  # an unknown lane count
+@pytest.mark.parametrize("vbytes, registers, full_width, lanes, itemsize, nr", [
+    (64, 32, False, 56, 4, 3),  # a conv row of 56 floats: 48 lanes in three vectors, not 32 in two
+    (64, 32, False, 256, 4, 2),  # a matmul's lane tile of 256: two vectors leave nothing over
+    (64, 32, False, 220, 8, 3),  # PolyBench gemm MEDIUM's 220 doubles: 4 left over, not 12
+    (64, 32, False, 56, 8, 2),  # a tie (8 left over either way) keeps two
+    (32, 16, False, 56, 4, 2),  # 16 registers cannot hold 6 x 3 accumulators
+    (64, 32, False, 0, 4, 2),  # an unknown lane count
+    # 512-bit vectors at full width (Intel): 6 rows of four vectors, or three or two where they fit better
+    (64, 32, True, 256, 4, 4),
+    (64, 32, True, 0, 4, 4),
+    (64, 32, True, 56, 4, 3),  # the conv row: 48 + 8 lanes
+    (64, 32, True, 220, 8, 3),  # 4 left over, not 28
+    (64, 32, True, 48, 8, 3),  # none left over with three vectors or two: the wider
+    (32, 16, True, 56, 4, 2),  # (no AVX-512: the 16-register rule)
 ])
-def test_three_vectors_of_lanes_where_they_fit_the_lane_loop_better(monkeypatch, vbytes, registers, lanes, itemsize, nr):
+def test_vectors_of_lanes_that_fit_the_lane_loop(monkeypatch, vbytes, registers, full_width, lanes, itemsize, nr):
     from polyfuse.schedule.tiling import microtile
     monkeypatch.setattr(microtile, "vector_bytes", lambda: vbytes)
     monkeypatch.setattr(microtile, "vector_registers", lambda: registers)
+    monkeypatch.setattr(microtile, "full_width_vector_units", lambda: full_width)
     assert microtile.lane_vectors(lanes, itemsize) == nr
 
 
-def test_the_conv_row_of_56_gets_three_vectors_on_avx512(monkeypatch):
+@pytest.mark.parametrize("full_width", [False, True])
+def test_the_conv_row_of_56_gets_three_vectors_on_avx512(monkeypatch, full_width):
     from polyfuse.schedule.tiling import microtile
     monkeypatch.setattr(microtile, "vector_bytes", lambda: 64)
     monkeypatch.setattr(microtile, "vector_registers", lambda: 32)
+    monkeypatch.setattr(microtile, "full_width_vector_units", lambda: full_width)
     g = pf.Graph("conv56")
     x = g.input("x", (1, 4, 3, 56), pf.f32)
     w = g.input("w", (5, 4, 3, 3), pf.f32)
     (mark,) = _marks(pf.schedule(g.build(y=pf.ops.conv2d(x, w, padding=1)), target="c", params={}))
-    assert (mark.mr, mark.nr) == (8, 3)
+    assert (mark.mr, mark.nr) == (8, 3)  # (24 accumulators either way: six rows only with four vectors)
+
+
+@pytest.mark.parametrize("sizes", [(7, 37, 129), (13, 1100, 61), (64, 520, 64)])
+@pytest.mark.parametrize("dtype", [pf.f32, pf.f64])
+def test_full_width_register_tiles_match_numpy(monkeypatch, sizes, dtype):
+    """6 x 4 vector register tiles and the doubled reduction tile print and run right on any machine:
+    every lane and row remainder, and reductions longer than one (doubled) reduction tile."""
+    from polyfuse.schedule.tiling import microtile
+    monkeypatch.setattr(microtile, "full_width_vector_units", lambda: True)
+    m, k, n = sizes
+    rng = np.random.default_rng(m + k + n)
+    a = rng.uniform(-1, 1, (m, k)).astype(dtype.numpy)
+    b = rng.uniform(-1, 1, (k, n)).astype(dtype.numpy)
+    exe = pf.compile(_matmul(dtype), target="c", params={"M": m, "K": k, "N": n})
+    (mark,) = _marks(exe.schedule)
+    assert mark.nr in (2, 3, 4) and mark.k_tile == microtile.reduction_tile(np.dtype(dtype.numpy).itemsize)
+    c = exe(a=a, b=b)
+    tol = 1e-5 * k if dtype == pf.f32 else 1e-12 * k
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("sizes", [(16, 8, 50), (7, 37, 129), (37, 129, 7), (13, 29, 61), (19, 33, 107)])
@@ -343,7 +375,7 @@ def test_three_vector_register_tiles_match_numpy(monkeypatch, sizes, dtype):
     """Whatever this machine's registers, three vectors per row print and run right: every lane remainder
     (a vector, half of one, single lanes) after the three-vector strips, and every row remainder."""
     from polyfuse.schedule.tiling import microtile
-    monkeypatch.setattr(microtile, "lane_vectors", lambda lanes, itemsize: 3)
+    monkeypatch.setattr(microtile, "lane_vectors", lambda lanes, itemsize, wide=None: 3)
     m, k, n = sizes
     prog = _matmul(dtype)
     sched = pf.schedule(prog, target="c", params={"M": m, "K": k, "N": n})
@@ -360,7 +392,7 @@ def test_three_vector_register_tiles_match_numpy(monkeypatch, sizes, dtype):
 
 def test_three_vector_conv_matches_numpy(monkeypatch):
     from polyfuse.schedule.tiling import microtile
-    monkeypatch.setattr(microtile, "lane_vectors", lambda lanes, itemsize: 3)
+    monkeypatch.setattr(microtile, "lane_vectors", lambda lanes, itemsize, wide=None: 3)
     g = pf.Graph("conv3v")
     x = g.input("x", (1, 5, 6, 61), pf.f32)
     w = g.input("w", (11, 5, 3, 3), pf.f32)
@@ -435,7 +467,7 @@ def test_rows_of_equal_work_are_cut_into_equal_tiles_of_at_most_512(m: int, k: i
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     microtile = importlib.import_module("polyfuse.schedule.tiling.microtile")
     monkeypatch.setattr(microtile, "cache_sizes", lambda: (32 * 1024, 1 << 20))
-    monkeypatch.setattr(microtile, "register_rows", lambda: 8)
+    monkeypatch.setattr(microtile, "register_rows", lambda nr=2: 8)
     M, K, N = pf.params("M K N")
     g = pf.Graph("mm")
     prog = g.build(y=g.input("x", (M, K), pf.f32) @ g.input("w", (K, N), pf.f32))
@@ -445,3 +477,20 @@ def test_rows_of_equal_work_are_cut_into_equal_tiles_of_at_most_512(m: int, k: i
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
     np.testing.assert_allclose(exe(x, w), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_the_full_width_tile_is_for_rectangular_contractions_with_packed_panels(monkeypatch):
+    """Where 512-bit vectors run at full width, a matmul takes six rows of four vectors and twice the
+    reduction tile; syrk (its lanes move with the row, its lane operand is gathered per strip) keeps the
+    narrower tile, whose panels fit L1."""
+    from polyfuse.schedule.tiling import microtile
+    from tests.kernels import BY_NAME
+    monkeypatch.setattr(microtile, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(microtile, "vector_registers", lambda: 32)
+    monkeypatch.setattr(microtile, "full_width_vector_units", lambda: True)
+    (mark,) = _marks(pf.schedule(_matmul(), target="c", params={"M": 200, "K": 700, "N": 256}))
+    assert (mark.mr, mark.nr, mark.k_tile) == (6, 4, 512)
+    k = BY_NAME["syrk"]
+    prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
+    marks = _marks(pf.schedule(prog, target="c", params={p: 300 for p in prog.params}))
+    assert marks and all(m.mr == 8 and m.nr in (2, 3) and m.k_tile == 128 for m in marks)

@@ -59,6 +59,26 @@ def vector_registers() -> int:
     return 32 if "avx512f" in _cpu_flags() else 16
 
 
+def full_width_vector_units() -> bool:
+    """Whether the cores run 512-bit vector instructions at full width, as Intel's AVX-512 cores do (two
+    512-bit multiply-add pipes), rather than as two 256-bit halves (AMD's Zen 4 and 5). The C micro-kernel
+    takes a wider register tile there (``tiling/microtile.py``: ``register_rows``, ``lane_vectors``)."""
+    return "avx512f" in _cpu_flags() and _cpu_vendor() == "GenuineIntel"
+
+
+@functools.cache
+def _cpu_vendor() -> str:
+    """``vendor_id`` of ``/proc/cpuinfo`` (empty where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        if line.startswith("vendor_id"):
+            return line.split(":", 1)[-1].strip()
+    return ""
+
+
 def vector_bytes() -> int:
     """Bytes of the widest SIMD register ``-march=native`` gives the C compiler here: the ``PF_VBYTES`` that
     the C prelude (``codegen/c_micro.py``) picks from the same features (64 with AVX-512, 32 with AVX,

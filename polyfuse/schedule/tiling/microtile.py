@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from polyfuse.cost.machine import cache_sizes, vector_bytes, vector_registers
+from polyfuse.cost.machine import cache_sizes, full_width_vector_units, vector_bytes, vector_registers
 from polyfuse.ir.expr import Binary, Cast, Const, Expr, Read, ScalarArg, Unary
 from polyfuse.ir.program import Program, Statement
 from polyfuse.schedule.bands import DepView, T, annotate, isl_options, statement_filters
@@ -46,12 +46,48 @@ MR_WIDE = 8
 matrix size that is a multiple of 8 leaves no remainder rows."""
 
 
-def register_rows() -> int:
-    """``MR`` for this machine's vector registers (``cost/machine.py``)."""
-    return MR_WIDE if vector_registers() >= 32 else MR
+NR_VECTORS = 2
+"""Vectors of lanes per row of a register tile, unless :func:`lane_vectors` finds that three (or, at full
+width, four) fit the lanes better."""
+MR_FULL_WIDTH = 6
+"""Rows with 32 registers where 512-bit vectors run at full width (Intel): with four vectors of lanes per
+row, 24 accumulators, four operand vectors and a broadcast; each ``k`` step loads four vectors and six
+broadcasts for 24 multiply-adds, where 8 x 2 loads ten for 16. Measured on a 2-core Emerald Rapids, f32,
+2 threads, paired rounds against 8 x 2 with ``Kc`` 256: matmul 1024³ 0.88, 2048³ 0.79, the MLP 0.79 of
+the time (with ``Kc`` 512: :func:`reduction_tile`); 4 x 6 took 1.55-1.73 times as long, 8 x 3 0.97-1.0."""
 
 
-def lane_vectors(lanes: int, itemsize: int) -> int:
+def register_rows(nr: int = NR_VECTORS) -> int:
+    """``MR`` for this machine's vector registers (``cost/machine.py``) and ``nr`` vectors of lanes per row:
+    six rows of four vectors (the full-width tile: :func:`full_width_tile`), else eight (with 32
+    registers: 16 or 24 accumulators; conv2d 3x3 64 -> 64 at 56², three vectors, took 0.79-0.81 of the
+    time with eight rows as with six where 512-bit vectors run at full width)."""
+    if vector_registers() < 32:
+        return MR
+    return MR_FULL_WIDTH if nr >= 4 else MR_WIDE
+
+
+def reduction_tile(itemsize: int, wide: bool | None = None) -> int:
+    """``Kc``: the reduction's cache tile, 256 elements of ``k`` (128 for doubles); twice as many for the
+    full-width tile (``wide``; default: where 512-bit vectors run at full width, :func:`full_width_tile`
+    says which contractions take it), whose ``Kc x 4`` panel of vectors (128 KiB in f32) is read from L2
+    per lane strip: ``Kc`` 512 took 0.92-0.95 of the time of 256 there (f32 matmul and MLP, with
+    :data:`MR_FULL_WIDTH`), 128 took 1.16."""
+    kc = 256 if itemsize <= 4 else 128
+    return 2 * kc if (full_width_vector_units() if wide is None else wide) else kc
+
+
+def full_width_tile(lanes_move: bool, gathered: bool, even: bool) -> bool:
+    """Whether a contraction takes the full-width register tile (six rows of four vectors, the doubled
+    ``Kc``) on this machine: 512-bit vectors at full width, and a rectangular contraction whose lane
+    operand is packed. Lanes that move with the row (syrk) and lane operands gathered per strip keep the
+    narrower tile: their panels are read from L1 by every row group, and a ``Kc x 4`` one does not fit
+    there (PolyBench syrk LARGE, f64, 2 threads: 170 ms with the full-width tile, 82 with it at ``Kc``
+    128, 64 with 8 x 2)."""
+    return full_width_vector_units() and not lanes_move and not gathered and even
+
+
+def lane_vectors(lanes: int, itemsize: int, wide: bool | None = None) -> int:
     """``NR``: vectors of lanes per row of the register tile, for a lane loop of ``lanes`` iterations per
     cache tile (0: unknown).
 
@@ -63,12 +99,13 @@ def lane_vectors(lanes: int, itemsize: int) -> int:
     0.66 -> 0.59 ms). A lane tile that is a multiple of two vectors (a matmul's 256) keeps two: three
     took 4 % longer at 1024³ and 2048³."""
     vl = vector_bytes() // itemsize
-    if lanes <= 0 or vector_registers() < 32 or vl <= 1:
+    if vector_registers() < 32 or vl <= 1:
+        return NR_VECTORS
+    if full_width_vector_units() if wide is None else wide:  # (MR_FULL_WIDTH rows: four vectors, or three or two where they fit better)
+        return 4 if lanes <= 0 else min((4, 3, 2), key=lambda nr: (lanes % (nr * vl), -nr))
+    if lanes <= 0:
         return NR_VECTORS
     return 3 if lanes % (3 * vl) < lanes % (NR_VECTORS * vl) else NR_VECTORS
-NR_VECTORS = 2
-"""Vectors of lanes per row of a register tile, unless :func:`lane_vectors` finds that three fit the lanes
-better."""
 VECTOR_OPS = ("+", "-", "*")
 
 
@@ -346,8 +383,9 @@ def count_microtiles(sched) -> int:
 
 def cache_tile_sizes(found: Contraction, n_members: int, itemsize: int, cache_bytes: int | None = None,
                      rows_extent: int | None = None, row_tiles: int = 8, even_rows: bool = False,
-                     all_rows: int | None = None) -> tuple[int, ...]:
-    """Cache tiles for the band reordered as :attr:`Contraction.order`.
+                     all_rows: int | None = None, mr: int | None = None, wide: bool = False) -> tuple[int, ...]:
+    """Cache tiles for the band reordered as :attr:`Contraction.order` (``mr``: the register tile's rows,
+    of which ``Mc`` is a multiple; default :func:`register_rows`).
 
     The ``Kc x Nc`` panel of the lane operand that the row groups sweep stays within ``cache_bytes``
     (default: half of this machine's L2, ``cost/machine.py``): ``Kc`` is 256 elements of ``k`` (128 for
@@ -368,18 +406,17 @@ def cache_tile_sizes(found: Contraction, n_members: int, itemsize: int, cache_by
     inside only where ``k`` fits one ``Kc`` anyway); other members (batch, further reductions) are tiled
     by 1."""
     l2 = cache_sizes()[1]
-    kc = 256 if itemsize <= 4 else 128
+    kc = reduction_tile(itemsize, wide)
     if found.rows is None:  # one row: a lane tile of one strip, the strips running in parallel
         return (1,) * (n_members - 2) + (ROW_LESS_VECTORS * max(1, vector_bytes() // itemsize), kc)
-    nc = lane_tile(itemsize, cache_bytes)
+    nc = lane_tile(itemsize, cache_bytes, kc)
     mc = 192 if l2 >= 1 << 20 else 96  # the Mc x Kc block of the row operand stays in L2 (192 KiB at most)
+    mr = mr or register_rows()
     if even_rows and all_rows and l2 >= 1 << 20:
-        mr = register_rows()
         tiles = max(row_tiles if rows_extent else 1, -(-all_rows // EVEN_ROWS_MC))  # (ceiling divisions)
         per_tile = -(-all_rows // tiles)
         mc = max(mr, -(-per_tile // mr) * mr)  # equal tiles, each a whole number of MR-row groups
     elif rows_extent:
-        mr = register_rows()
         tiles = max(row_tiles, 1)
         if even_rows:  # rows per tile, rounded up to a multiple of MR
             rows = -(-rows_extent // tiles)  # (ceiling divisions)
@@ -402,11 +439,11 @@ nest written by hand with each ``Mc`` (paired rounds, time relative to ``Mc`` 19
 1024 rows gave 0.91, 0.87, 0.86 and 0.84 at 1024³, 1.01, 0.94, 0.89 and 0.90 at 2048³."""
 
 
-def lane_tile(itemsize: int, cache_bytes: int | None = None) -> int:
+def lane_tile(itemsize: int, cache_bytes: int | None = None, kc: int | None = None) -> int:
     """``Nc``: the lanes of a cache tile, the widest multiple of 16 whose ``Kc x Nc`` panel fits
-    ``cache_bytes`` (default: half of this machine's L2)."""
+    ``cache_bytes`` (default: half of this machine's L2); ``kc`` default: the narrower tile's ``Kc``."""
     budget = cache_bytes if cache_bytes else cache_sizes()[1] // 2
-    kc = 256 if itemsize <= 4 else 128
+    kc = kc or reduction_tile(itemsize, False)
     return max(16, min(1024, budget // (kc * itemsize)) // 16 * 16)
 
 
@@ -428,16 +465,22 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     dims = member_iterators(node, stmt)
     assert dims is not None
     itemsize = _itemsize(prog.arrays[stmt.write.array].dtype)
-    kc = 256 if itemsize <= 4 else 128  # as cache_tile_sizes
     lanes_move = found.rows is not None and _moves_with(stmt, dims[found.lane], dims[found.rows])
     lanes = extent(node, found.lane) if extent is not None and found.rows is not None and not lanes_move else 0
     gathered = any(stride_along(c, dims[found.lane]) == "other" for c in _read_coefficients(stmt))
+    even = found.rows is not None and not lanes_move and not _moves_with(stmt, dims[found.reduction], dims[found.rows])
+    wide = full_width_tile(lanes_move, gathered, even)
+    kc = reduction_tile(itemsize, wide)  # as cache_tile_sizes
     if extent is not None and found.outer_reductions and 0 < extent(node, found.reduction) <= kc and not gathered:
         inner = tuple(m for m in found.outer_reductions if 0 < extent(node, m) <= INNER_REDUCTION_EXTENT)
         found = dataclasses.replace(found, inner=inner if len(inner) == len(found.outer_reductions) else ())
-    even = found.rows is not None and not lanes_move and not _moves_with(stmt, dims[found.reduction], dims[found.rows])
     node = reorder(node, found.order)
-    sizes = cache_tile_sizes(found, node.band_n_member(), itemsize, cache_bytes, rows_extent, row_tiles, even, all_rows)
+    sizes = cache_tile_sizes(found, node.band_n_member(), itemsize, cache_bytes, rows_extent, row_tiles, even, all_rows, wide=wide)
+    nr = _lane_vectors(found, sizes, lanes, itemsize, wide)
+    mr = register_rows(nr) if found.rows is not None else 1
+    if found.rows is not None and mr != register_rows():  # (Mc a whole number of this tile's row groups)
+        sizes = cache_tile_sizes(found, node.band_n_member(), itemsize, cache_bytes, rows_extent, row_tiles, even, all_rows,
+                                 mr, wide)
     if len(sizes) < node.band_n_member():  # the reductions stay a band of their own below, untiled
         node = node.band_split(len(sizes))
     ctx = node.get_ctx()
@@ -447,12 +490,18 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     with isl_options(tile_scale_tile_loops=0, tile_shift_point_loops=0):
         node = node.band_tile(isl.MultiVal.from_val_list(node.band_get_space(), vals))
     names = stmt.iterators
-    lane_tile_size = sizes[len(found.order) - len(found.inner) - 2]  # (sizes follow found.order)
-    nr = lane_vectors(min(lanes, lane_tile_size) if lanes else 0, itemsize) if found.rows is not None else ROW_LESS_VECTORS
     rows = names[dims[found.rows]] if found.rows is not None else None
     mark = MicroTile(stmt.name, rows, names[dims[found.lane]], names[dims[found.reduction]],
-                     0 if found.inner else sizes[-1], register_rows() if rows else 1, nr, tuple(names[dims[m]] for m in found.inner))
+                     0 if found.inner else sizes[-1], mr, nr, tuple(names[dims[m]] for m in found.inner))
     return node.child(0).insert_mark(isl.Id(MICROTILE_MARK, user=mark)).parent(), sizes
+
+
+def _lane_vectors(found: Contraction, sizes: Sequence[int], lanes: int, itemsize: int, wide: bool) -> int:
+    """``NR`` for the lane tile of ``sizes`` (they follow ``found.order``) and ``lanes`` (0: unknown)."""
+    if found.rows is None:
+        return ROW_LESS_VECTORS
+    lane_tile_size = sizes[len(found.order) - len(found.inner) - 2]
+    return lane_vectors(min(lanes, lane_tile_size) if lanes else 0, itemsize, wide)
 
 
 def _moves_with(stmt: Statement, lane: int, rows: int) -> bool:
