@@ -5,7 +5,6 @@ search would cover a whole dimension with one tile; results are checked against 
 from __future__ import annotations
 
 import importlib
-
 import re
 
 import islpy as isl
