@@ -60,8 +60,9 @@ bench-quick: $(BENCH_STAMP)
 # (polycc, found through $$POLYCC or the PATH); peers not installed are skipped. About 45 minutes on 2 cores.
 # PB_ARGS passes more options (e.g. PB_ARGS="--sizes MEDIUM --only gemm,lu --threads 2").
 PB_ARGS ?=
+# (unlimited stack: Polly's pattern-matched 3mm keeps an 8.8 MB packed array on the main thread's stack)
 bench-polybench: $(STAMP)
-	$(PY) -m benchmarks polybench $(if $(BENCH_OUT),--out $(BENCH_OUT)) $(PB_ARGS)
+	ulimit -s unlimited; $(PY) -m benchmarks polybench $(if $(BENCH_OUT),--out $(BENCH_OUT)) $(PB_ARGS)
 
 # CUDA without a GPU: ptxas -v resources, occupancy and modelled bytes of every DNN workload and PolyBench-style
 # kernel (benchmarks/cuda_static.py; needs nvcc; about 1.5 minutes).
