@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import islpy as isl
 
+from polyfuse.cost.footprint import fixed_params
 from polyfuse.ir.expr import Const
 from polyfuse.ir.program import Program, Statement
 from polyfuse.schedule.bands import T, member_map, prefix_through
@@ -62,7 +63,7 @@ def fold_initialisations(prog: Program, tree: isl.Schedule, kernels: Sequence[Ke
     """``tree`` with each micro-tiled contraction's initialisation moved into the contraction's tiles (see
     the module docstring), its kernels renumbered where a kernel is left empty, and the moves made; the
     tree and kernels unchanged when nothing moves. The caller checks legality."""
-    known = _known_sizes(prog, params)
+    known = fixed_params(prog, params or {})
     by_name = {k.kernel.name: k for k in kernels}
     folds: list[Fold] = []
     moved: set[str] = set()
@@ -116,15 +117,6 @@ def _same_element(prog: Program, init: str, update: str, known: isl.Set) -> isl.
     i_write = isl.UnionMap.from_map(i.write.relation.intersect_domain(i.domain).intersect_params(known))
     u_write = isl.UnionMap.from_map(u.write.relation.intersect_domain(u.domain).intersect_params(known))
     return i_write.apply_range(u_write.reverse())
-
-
-def _known_sizes(prog: Program, params: Mapping[str, int] | None) -> isl.Set:
-    ctx = prog.context
-    fixed = isl.Set.universe(ctx.get_space())
-    for k, p in enumerate(ctx.get_space().get_var_names(isl.dim_type.param)):
-        if params is not None and p in params:
-            fixed = fixed.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(ctx.get_ctx(), int(params[p])))
-    return fixed & ctx
 
 
 # ----- where things are in the tree ---------------------------------------------------------------------------
