@@ -56,6 +56,7 @@ from polyfuse.codegen.c_openmp import (
     holds_parallel_mark,
     two,
 )
+from polyfuse.codegen.c_prefetch import PrefetchPlan, plan_prefetch
 from polyfuse.codegen.c_shift import shift_helpers
 from polyfuse.codegen.c_stream import STREAM_HELPERS, fence_parallel_loop, streamed_arrays
 from polyfuse.codegen.code import Argument, Code
@@ -145,6 +146,7 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         self.streamed = streamed_arrays(self.program, sched.kernels, sched.params, self.local_scalars)
         self.uses_streams = False  # a loop was printed with streaming stores (``c_stream.py``)
         self.stream_unfenced = False  # ... and no fence follows it yet
+        self.prefetch_plan: PrefetchPlan | None = None  # the OpenMP loop being printed prefetches its next row
         self.started: dict[str, bool] = {}  # update -> every micro-kernel of it starts from its folded initialisation
         self._scan(self.ast, None, None)
         self.uses_vectors = False  # (the scan's trial prints set it)
@@ -400,7 +402,10 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
             inc = self._index(node.for_get_inc())
             lines.append(f"{pad}for ({INDEX_TYPE} {it} = {init}; {cond}; {it} += {inc}) {{")
         lines += [INDENT * body_depth + self._declare_local(n) for n in private]
+        outer_plan = self.prefetch_plan  # (a row loop, parallel or not, whose next row its body prefetches)
+        self.prefetch_plan = None if node.for_is_degenerate() or (is_parallel and collapse) else plan_prefetch(self, node)
         body = self._node(node.for_get_body(), body_depth, None if is_parallel else self._through_degenerate(node, parallel))
+        self.prefetch_plan = outer_plan
         lanes = [(op, name) for op, name in (reductions if not is_parallel and not node.for_is_degenerate() else []) if op in ("max", "min")]
         lines += lane_updates(body, lanes) if lanes else body
         lines.append(f"{pad}}}")

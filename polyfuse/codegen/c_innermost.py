@@ -16,6 +16,7 @@ import islpy as isl
 from polyfuse.codegen.ast import block_children, expr_ids, loop_schedule, statement_call
 from polyfuse.codegen.c_expressions import strip_parens
 from polyfuse.codegen.c_openmp import element_reduction, holds_loop, simd_clauses, simd_safe, user_nodes
+from polyfuse.codegen.c_prefetch import PrefetchPlan, is_planned, prefetch_lines
 from polyfuse.codegen.c_shift import shift_lines
 from polyfuse.codegen.c_stream import stream_lines
 from polyfuse.ir.program import Program
@@ -36,6 +37,7 @@ class InnermostLoopPrinter:
     shifts: set[tuple[str, int]]
     uses_streams: bool
     stream_unfenced: bool
+    prefetch_plan: PrefetchPlan | None
     _deps: isl.UnionMap | None
 
     def _index(self, expr: isl.AstExpr) -> str:
@@ -51,8 +53,9 @@ class InnermostLoopPrinter:
         pad = INDENT * depth
         reductions = self._simd_reductions(node.for_get_body()) if self.sched.reassociate else []
         if reductions:
-            return None, [f"{pad}#pragma omp simd " + " ".join(
-                f"private({name})" if op == "private" else f"reduction({op}:{name})" for op, name in reductions)], reductions
+            pragma = [f"{pad}#pragma omp simd " + " ".join(
+                f"private({name})" if op == "private" else f"reduction({op}:{name})" for op, name in reductions)]
+            return self._prefetched(node, depth, parallel, pragma, reductions), pragma, reductions
         promoted = self._element_reduction(node, depth, parallel) if self.sched.reassociate else None
         if promoted is not None:
             return promoted, [], []
@@ -64,7 +67,19 @@ class InnermostLoopPrinter:
         shifted = shift_lines(self, node, depth, INDENT) if simd else None
         if shifted is not None:
             return shifted, [], []
-        return None, [f"{pad}#pragma omp simd"] if simd else [], []
+        pragma = [f"{pad}#pragma omp simd"] if simd else []
+        return self._prefetched(node, depth, parallel, pragma, []), pragma, []
+
+    def _prefetched(self, node: isl.AstNode, depth: int, parallel: str | None, pragma: list[str],
+                    reductions: list[tuple[str, str]]) -> list[str] | None:
+        """The loop ``node`` prefetching the next row (``c_prefetch.py``) where the OpenMP loop around it
+        chose it, else ``None`` (printed as usual with ``pragma``)."""
+        if not is_planned(self.prefetch_plan, self, node) or self.prefetch_plan is None:
+            return None
+        body = self._node(node.for_get_body(), depth + 1, parallel)
+        lanes = [(op, name) for op, name in reductions if op in ("max", "min")]
+        body = lane_updates(body, lanes) if lanes else body
+        return prefetch_lines(self, self.prefetch_plan, node, depth, INDENT, pragma, reductions, body)
 
     def _element_reduction(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str] | None:
         """The innermost loop ``node`` with the array elements its statements fold values into (sums,
