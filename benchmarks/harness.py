@@ -145,19 +145,12 @@ OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def prepare_environment(threads: int, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a fair benchmark process runs in: ``threads`` OpenMP/OpenBLAS/MKL threads, neither
-    OpenBLAS override (they pin an older, slower kernel; the machine sets them for the test suite's sake),
-    and OpenBLAS's idle workers put to sleep at once (``OPENBLAS_THREAD_TIMEOUT=4``, 2^4 cycles, instead of
-    2^28: about 0.1 s of spinning after every call). On two cores that spinning worker takes a core from
-    whatever runs next in the round: any implementation called right after a numpy matmul took 2-2.5x
-    its time (conv2d 3.96 against 1.91 ms, softmax 4.62 against 1.86 ms, Xeon, 2 threads), and with
-    the timeout at 4 it took its own (1.60 ms). numpy's own calls then wake the worker: microseconds
-    against a matmul's milliseconds. Returns the new environment; the caller re-executes itself with it
-    when libraries are loaded."""
+    """The environment a fair benchmark process runs in: ``threads`` OpenMP/OpenBLAS/MKL threads, and
+    neither OpenBLAS override (they pin an older, slower kernel; the machine sets them for the test suite's
+    sake). Returns the new environment; the caller re-executes itself with it when libraries are loaded."""
     env = dict(os.environ if environ is None else environ)
     for var in OPENBLAS_OVERRIDES:
         env.pop(var, None)
-    env["OPENBLAS_THREAD_TIMEOUT"] = "4"
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(threads)
     return env
@@ -191,8 +184,7 @@ def machine() -> dict[str, Any]:
     return {
         "platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(), "python": platform.python_version(),
         "numpy": np.__version__, "gcc": gcc, "load_average": os.getloadavg(),
-        "env": {v: os.environ.get(v, "unset") for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_THREAD_TIMEOUT",
-                                                          *OPENBLAS_OVERRIDES)},
+        "env": {v: os.environ.get(v, "unset") for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", *OPENBLAS_OVERRIDES)},
         "blas": blas_info(),
     }
 
