@@ -214,7 +214,7 @@ def test_the_window_runs_inside_the_channel_loop_only_where_sums_may_be_reordere
 def test_a_long_channel_reduction_keeps_the_window_outside_the_register_tile():
     """The window moves inside the register tile only where the channel sum fits one k tile: a k tile
     loop outside the window would change the order of each output's terms."""
-    from polyfuse.schedule.tiling.microtile import reduction_tile
+    from polyfuse.schedule.tiling.tile_shapes import reduction_tile
     kc = reduction_tile(4)
     c = kc + 44  # (more channels than one k tile holds, on this machine)
     g = pf.Graph("conv_wide")
@@ -330,19 +330,19 @@ def test_a_weight_read_across_the_lanes_is_gathered_per_strip(sizes):
     (32, 16, True, 56, 4, 2),  # (no AVX-512: the 16-register rule)
 ])
 def test_vectors_of_lanes_that_fit_the_lane_loop(monkeypatch, vbytes, registers, full_width, lanes, itemsize, nr):
-    from polyfuse.schedule.tiling import microtile
-    monkeypatch.setattr(microtile, "vector_bytes", lambda: vbytes)
-    monkeypatch.setattr(microtile, "vector_registers", lambda: registers)
-    monkeypatch.setattr(microtile, "full_width_vector_units", lambda: full_width)
-    assert microtile.lane_vectors(lanes, itemsize) == nr
+    from polyfuse.schedule.tiling import tile_shapes
+    monkeypatch.setattr(tile_shapes, "vector_bytes", lambda: vbytes)
+    monkeypatch.setattr(tile_shapes, "vector_registers", lambda: registers)
+    monkeypatch.setattr(tile_shapes, "full_width_vector_units", lambda: full_width)
+    assert tile_shapes.lane_vectors(lanes, itemsize) == nr
 
 
 @pytest.mark.parametrize("full_width", [False, True])
 def test_the_conv_row_of_56_gets_three_vectors_on_avx512(monkeypatch, full_width):
-    from polyfuse.schedule.tiling import microtile
-    monkeypatch.setattr(microtile, "vector_bytes", lambda: 64)
-    monkeypatch.setattr(microtile, "vector_registers", lambda: 32)
-    monkeypatch.setattr(microtile, "full_width_vector_units", lambda: full_width)
+    from polyfuse.schedule.tiling import tile_shapes
+    monkeypatch.setattr(tile_shapes, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(tile_shapes, "vector_registers", lambda: 32)
+    monkeypatch.setattr(tile_shapes, "full_width_vector_units", lambda: full_width)
     g = pf.Graph("conv56")
     x = g.input("x", (1, 4, 3, 56), pf.f32)
     w = g.input("w", (5, 4, 3, 3), pf.f32)
@@ -355,15 +355,15 @@ def test_the_conv_row_of_56_gets_three_vectors_on_avx512(monkeypatch, full_width
 def test_full_width_register_tiles_match_numpy(monkeypatch, sizes, dtype):
     """6 x 4 vector register tiles and the doubled reduction tile print and run right on any machine:
     every lane and row remainder, and reductions longer than one (doubled) reduction tile."""
-    from polyfuse.schedule.tiling import microtile
-    monkeypatch.setattr(microtile, "full_width_vector_units", lambda: True)
+    from polyfuse.schedule.tiling import tile_shapes
+    monkeypatch.setattr(tile_shapes, "full_width_vector_units", lambda: True)
     m, k, n = sizes
     rng = np.random.default_rng(m + k + n)
     a = rng.uniform(-1, 1, (m, k)).astype(dtype.numpy)
     b = rng.uniform(-1, 1, (k, n)).astype(dtype.numpy)
     exe = pf.compile(_matmul(dtype), target="c", params={"M": m, "K": k, "N": n})
     (mark,) = _marks(exe.schedule)
-    assert mark.nr in (2, 3, 4) and mark.k_tile == microtile.reduction_tile(np.dtype(dtype.numpy).itemsize)
+    assert mark.nr in (2, 3, 4) and mark.k_tile == tile_shapes.reduction_tile(np.dtype(dtype.numpy).itemsize)
     c = exe(a=a, b=b)
     tol = 1e-5 * k if dtype == pf.f32 else 1e-12 * k
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=tol, atol=tol)
@@ -374,8 +374,8 @@ def test_full_width_register_tiles_match_numpy(monkeypatch, sizes, dtype):
 def test_three_vector_register_tiles_match_numpy(monkeypatch, sizes, dtype):
     """Whatever this machine's registers, three vectors per row print and run right: every lane remainder
     (a vector, half of one, single lanes) after the three-vector strips, and every row remainder."""
-    from polyfuse.schedule.tiling import microtile
-    monkeypatch.setattr(microtile, "lane_vectors", lambda lanes, itemsize, wide=None: 3)
+    from polyfuse.schedule.tiling import tile_shapes
+    monkeypatch.setattr(tile_shapes, "lane_vectors", lambda lanes, itemsize, wide=None: 3)
     m, k, n = sizes
     prog = _matmul(dtype)
     sched = pf.schedule(prog, target="c", params={"M": m, "K": k, "N": n})
@@ -391,8 +391,8 @@ def test_three_vector_register_tiles_match_numpy(monkeypatch, sizes, dtype):
 
 
 def test_three_vector_conv_matches_numpy(monkeypatch):
-    from polyfuse.schedule.tiling import microtile
-    monkeypatch.setattr(microtile, "lane_vectors", lambda lanes, itemsize, wide=None: 3)
+    from polyfuse.schedule.tiling import tile_shapes
+    monkeypatch.setattr(tile_shapes, "lane_vectors", lambda lanes, itemsize, wide=None: 3)
     g = pf.Graph("conv3v")
     x = g.input("x", (1, 5, 6, 61), pf.f32)
     w = g.input("w", (11, 5, 3, 3), pf.f32)
@@ -465,9 +465,9 @@ def test_rows_of_equal_work_are_cut_into_equal_tiles_of_at_most_512(m: int, k: i
     tiles as two per core ask (300 rows on 2 cores: four of 80). The compiled code, with its remainders in
     every dimension, computes what numpy computes."""
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    microtile = importlib.import_module("polyfuse.schedule.tiling.microtile")
-    monkeypatch.setattr(microtile, "cache_sizes", lambda: (32 * 1024, 1 << 20))
-    monkeypatch.setattr(microtile, "register_rows", lambda nr=2: 8)
+    tile_shapes = importlib.import_module("polyfuse.schedule.tiling.tile_shapes")
+    monkeypatch.setattr(tile_shapes, "cache_sizes", lambda: (32 * 1024, 1 << 20))
+    monkeypatch.setattr(tile_shapes, "register_rows", lambda nr=2: 8)
     M, K, N = pf.params("M K N")
     g = pf.Graph("mm")
     prog = g.build(y=g.input("x", (M, K), pf.f32) @ g.input("w", (K, N), pf.f32))
@@ -483,11 +483,11 @@ def test_the_full_width_tile_is_for_rectangular_contractions_with_packed_panels(
     """Where 512-bit vectors run at full width, a matmul takes six rows of four vectors and twice the
     reduction tile; syrk (its lanes move with the row, its lane operand is gathered per strip) keeps the
     narrower tile, whose panels fit L1."""
-    from polyfuse.schedule.tiling import microtile
+    from polyfuse.schedule.tiling import tile_shapes
     from tests.kernels import BY_NAME
-    monkeypatch.setattr(microtile, "vector_bytes", lambda: 64)
-    monkeypatch.setattr(microtile, "vector_registers", lambda: 32)
-    monkeypatch.setattr(microtile, "full_width_vector_units", lambda: True)
+    monkeypatch.setattr(tile_shapes, "vector_bytes", lambda: 64)
+    monkeypatch.setattr(tile_shapes, "vector_registers", lambda: 32)
+    monkeypatch.setattr(tile_shapes, "full_width_vector_units", lambda: True)
     (mark,) = _marks(pf.schedule(_matmul(), target="c", params={"M": 200, "K": 700, "N": 256}))
     assert (mark.mr, mark.nr, mark.k_tile) == (6, 4, 512)
     k = BY_NAME["syrk"]

@@ -114,8 +114,8 @@ def test_a_printed_openmp_loop_that_would_race_is_a_compile_error(monkeypatch):
         inner = node.for_get_body()
         return two(it) and inner.get_type() == isl.ast_node_type.for_ and not inner.for_is_degenerate()
 
-    microtile = importlib.import_module("polyfuse.schedule.tiling.microtile")
-    monkeypatch.setattr(microtile, "full_width_vector_units", lambda: False)  # (Kc 128: 2mm's k has two tiles)
+    tile_shapes = importlib.import_module("polyfuse.schedule.tiling.tile_shapes")
+    monkeypatch.setattr(tile_shapes, "full_width_vector_units", lambda: False)  # (Kc 128: 2mm's k has two tiles)
     k = BY_NAME["2mm"]
     prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
     sched = pf.schedule(prog, target="c", params={p: MEDIUM["2mm"][p.upper()] for p in prog.params})

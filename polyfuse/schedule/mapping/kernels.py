@@ -37,10 +37,11 @@ from polyfuse.schedule.model import BLOCK_MARK, GRID_MARK, KERNEL_MARK, ONE_KERN
 from polyfuse.schedule.tiling.cuda_microtile import SHARED_LIMIT, cuda_contraction, sized_for_the_gpu
 from polyfuse.schedule.tiling.interchange import stride_one_innermost
 from polyfuse.schedule.tiling.jam import mark_jam
-from polyfuse.schedule.tiling.microtile import find_contraction, lane_tile, micro_tile, reorder
+from polyfuse.schedule.tiling.microtile import find_contraction, micro_tile, reorder
 from polyfuse.schedule.tiling.rowwise import row_members, rows_first
 from polyfuse.schedule.tiling.sizes import sizes_for, tile_band
 from polyfuse.schedule.tiling.streaming import streams
+from polyfuse.schedule.tiling.tile_shapes import lane_tile
 from polyfuse.schedule.tiling.wavefront import describe, wavefront
 
 SERIAL_INSTANCES = 4096  # C: a kernel launch with fewer statement instances runs on one thread (_work_per_launch)
