@@ -63,6 +63,60 @@ def test_a_prepared_call_keeps_the_temporaries_it_points_into_alive():
     assert all((j == 7.0).all() for j in junk)  # nothing written into memory the executable had freed
 
 
+def test_a_repeated_call_reuses_its_binding_and_sees_every_change():
+    """Calling again with the very same arrays replays the previous binding (``runtime/repeat.py``); new
+    values in the same arrays, new arrays, new shapes, new sizes and scalars, a dead array whose identity a
+    new one takes, and an output made read-only are all seen."""
+    import gc
+
+    exe = pf.compile(add_exp, target="c", tile=None)
+    a, c = rand(6, 4), np.zeros((6, 4), np.float32)
+    assert exe(a, C=c) is c and exe(a, C=c) is c
+    assert exe._last_call is not None and exe._last_call.matches((a,), {"C": c})
+    a[:] = 2.0
+    exe(a, C=c)
+    np.testing.assert_allclose(c, expected_add(a), rtol=1e-6)
+    other = np.zeros_like(c)
+    assert exe(a, C=other) is other
+    np.testing.assert_allclose(other, expected_add(a), rtol=1e-6)
+    assert not exe._last_call.matches((a,), {"C": c})
+    b = rand(3, 5, seed=3)
+    np.testing.assert_allclose(exe(b, C=np.zeros((3, 5), np.float32)), expected_add(b), rtol=1e-6)
+    for seed in range(5):  # the previous call's arrays die; new ones may take their identities
+        a = rand(6, 4, seed=seed)
+        c = np.zeros((6, 4), np.float32)
+        exe(a, C=c)
+        np.testing.assert_allclose(c, expected_add(a), rtol=1e-6)
+        del a, c
+        gc.collect()
+    a, c = rand(6, 4), np.zeros((6, 4), np.float32)
+    exe(A=a, C=c)
+    assert not exe._last_call.matches((a,), {"C": c})  # positional now, keyword before: bound again
+    c.flags.writeable = False
+    with pytest.raises(pf.ShapeError, match="read-only|writeable"):
+        exe(A=a, C=c)
+    scalars = pf.compile(time_axpy, target="c", tile=None)
+    x, y = rand(8, dtype=np.float64), rand(8, dtype=np.float64, seed=1)
+    for alpha, steps in [(2.0, 2), (2.0, 2), (3.0, 2), (3.0, 1), (3, 1)]:
+        want, start = y.copy(), y.copy()
+        pf.reference(time_axpy)(x=x, y=want, a=float(alpha), T=steps)
+        assert scalars(x, y, alpha, T=steps) is y
+        np.testing.assert_allclose(y, want, rtol=1e-12, err_msg=f"a={alpha} T={steps} from {start}")
+
+
+def test_calls_that_cannot_repeat_a_binding_are_bound_each_time():
+    """An output left to be allocated gets a new array on every call; a foreign array is not remembered."""
+    exe = pf.compile(add_exp, target="c", tile=None)
+    a = rand(6, 4)
+    first, second = exe(a), exe(a)
+    assert first is not second and exe._last_call is None
+    np.testing.assert_allclose(second, expected_add(a), rtol=1e-6)
+    c = np.zeros_like(a)
+    exe(a, memoryview(c))
+    assert exe._last_call is None
+    np.testing.assert_allclose(c, expected_add(a), rtol=1e-6)
+
+
 def test_new_shapes_are_inferred_again(add):
     for shape in [(3, 5), (6, 4), (3, 5)]:
         a = rand(*shape)

@@ -103,6 +103,11 @@ class Binder:
         self._known = set(program.arguments) | set(program.params)
         self._cache: dict[tuple, tuple[Mapping[str, int], tuple[tuple[str, int], ...]]] = {}
 
+    @property
+    def written(self) -> tuple[str, ...]:
+        """The array arguments the program writes, in signature order (what a call returns)."""
+        return self._written
+
     def __call__(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Bound:
         """Bind positional ``args`` and keyword ``kwargs`` (see :func:`gather`)."""
         return self.bind(gather(self.program, args, kwargs) if args else kwargs)
