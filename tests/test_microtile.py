@@ -481,15 +481,19 @@ def test_rows_of_equal_work_are_cut_into_equal_tiles_of_at_most_512(m: int, k: i
 
 def test_the_full_width_tile_is_for_rectangular_contractions_with_packed_panels(monkeypatch):
     """Where 512-bit vectors run at full width, a matmul takes six rows of four vectors and twice the
-    reduction tile; syrk (its lanes move with the row, its lane operand is gathered per strip) keeps the
+    reduction tile (four times with an L2 of 2 MiB or more); syrk (its lanes move with the row, its lane operand is gathered per strip) keeps the
     narrower tile, whose panels fit L1."""
     from polyfuse.schedule.tiling import tile_shapes
     from tests.kernels import BY_NAME
     monkeypatch.setattr(tile_shapes, "vector_bytes", lambda: 64)
     monkeypatch.setattr(tile_shapes, "vector_registers", lambda: 32)
     monkeypatch.setattr(tile_shapes, "full_width_vector_units", lambda: True)
+    monkeypatch.setattr(tile_shapes, "cache_sizes", lambda: (48 << 10, 1 << 20))
     (mark,) = _marks(pf.schedule(_matmul(), target="c", params={"M": 200, "K": 700, "N": 256}))
     assert (mark.mr, mark.nr, mark.k_tile) == (6, 4, 512)
+    monkeypatch.setattr(tile_shapes, "cache_sizes", lambda: (48 << 10, 2 << 20))
+    (mark,) = _marks(pf.schedule(_matmul(), target="c", params={"M": 200, "K": 1500, "N": 256}))
+    assert (mark.mr, mark.nr, mark.k_tile) == (6, 4, 1024)
     k = BY_NAME["syrk"]
     prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
     marks = _marks(pf.schedule(prog, target="c", params={p: 300 for p in prog.params}))

@@ -44,13 +44,20 @@ def register_rows(nr: int = NR_VECTORS) -> int:
 
 
 def reduction_tile(itemsize: int, wide: bool | None = None) -> int:
-    """``Kc``: the reduction's cache tile, 256 elements of ``k`` (128 for doubles); twice as many for the
-    full-width tile (``wide``; default: where 512-bit vectors run at full width, :func:`full_width_tile`
-    says which contractions take it), whose ``Kc x 4`` panel of vectors (128 KiB in f32) is read from L2
-    per lane strip: ``Kc`` 512 took 0.92-0.95 of the time of 256 there (f32 matmul and MLP, with
-    :data:`MR_FULL_WIDTH`), 128 took 1.16."""
+    """``Kc``: the reduction's cache tile, 256 elements of ``k`` (128 for doubles); for the full-width tile
+    (``wide``; default: where 512-bit vectors run at full width, :func:`full_width_tile` says which
+    contractions take it) four times as many where one core's L2 holds 2 MiB or more, else twice as many.
+    Its ``Kc x 4`` panel of vectors (256 KiB at ``Kc`` 1024 in f32, 512 in f64) is read from L2 per lane
+    strip, and the row operand's ``Mc x Kc`` block (512 x 1024 floats: 2 MiB) stays in L2 and L3 while the
+    strips pass. Measured on the 2-core Emerald Rapids (2 MiB of L2), 2 threads, paired rounds: ``Kc`` 512
+    took 0.92-0.95 of the time of 256 (f32 matmul and MLP), 128 took 1.16; ``Kc`` 1024 then took 0.96 of the
+    time of 512 at 1024³ and 2048³ and 0.92 on the MLP, and f64 ``Kc`` 512 0.95-0.96 of 256 on PolyBench's
+    gemm, 2mm and 3mm at LARGE. 768 (Nc 336: no whole number of strips) took 1.69, 2048 (the row block
+    twice L2) 3.9."""
     kc = 256 if itemsize <= 4 else 128
-    return 2 * kc if (full_width_vector_units() if wide is None else wide) else kc
+    if not (full_width_vector_units() if wide is None else wide):
+        return kc
+    return 4 * kc if cache_sizes()[1] >= 2 << 20 else 2 * kc
 
 
 def full_width_tile(lanes_move: bool, gathered: bool, even: bool) -> bool:
