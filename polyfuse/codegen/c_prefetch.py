@@ -8,11 +8,12 @@ waits for memory again. Measured on softmax 8192x4096 f32, 2 threads (Xeon, Emer
 of the time with the next row's input and output lines prefetched from the ``exp`` loop; the same loop
 strip-mined without prefetches ran at 0.99.
 
-Which loop (:func:`plan_prefetch`): the body of a row loop (the OpenMP loop, or a serial one) is a sequence of at least two innermost
-loops (and statements), the sizes are known, and the loop with the most weighted work per byte of
-memory traffic (``c_stream.work_per_byte``) does at least :data:`PREFETCH_WORK_PER_BYTE`: a memory-bound
-loop gains nothing, its own misses keep memory busy. Its contiguous accesses to arrays larger than one
-core's L2 that follow the OpenMP loop's iterator are prefetched at the next iteration of that loop.
+Which loop (:func:`plan_prefetch`): the body of a row loop (the OpenMP loop, or a serial one) is a
+sequence of at least two innermost loops (and statements), the sizes are known, and the loop with the
+most weighted work per byte of memory traffic (``c_stream.work_per_byte``) does at least
+:data:`PREFETCH_WORK_PER_BYTE`: a memory-bound loop gains nothing, its own misses keep memory busy. Its
+contiguous accesses to arrays larger than one core's L2 that follow the row loop's iterator are
+prefetched at the next iteration of that loop.
 
 How (:func:`prefetch_lines`): the loop is strip-mined into groups of one cache line (64 bytes of the
 smallest element among the prefetched arrays); each group issues one ``__builtin_prefetch`` per array
@@ -50,8 +51,8 @@ IDENTITY = {"+": "0", "max": "-INFINITY", "min": "INFINITY"}
 
 @dataclass(frozen=True)
 class PrefetchPlan:
-    """The loop of one OpenMP loop's body that prefetches (its iterator and the statements below it,
-    which identify it among its siblings) and the OpenMP loop's iterator."""
+    """The loop of one row loop's body that prefetches (its iterator and the statements below it, which
+    identify it among its siblings) and the row loop's iterator."""
 
     row: str
     loop: str
@@ -59,8 +60,8 @@ class PrefetchPlan:
 
 
 def plan_prefetch(printer: object, node: isl.AstNode) -> PrefetchPlan | None:
-    """The prefetching loop of the OpenMP loop ``node`` (module docstring), or ``None``. ``printer`` is the
-    C printer (its ``_index``, ``program``, ``sched``, ``local_scalars``)."""
+    """The prefetching loop of the row loop ``node`` (an OpenMP loop or a serial one; module docstring), or
+    ``None``. ``printer`` is the C printer (its ``_index``, ``program``, ``sched``, ``local_scalars``)."""
     program, sched = printer.program, printer.sched  # type: ignore[attr-defined]
     if any(p not in sched.params for p in program.params):
         return None
@@ -175,6 +176,6 @@ def _mentions(text: str, name: str) -> bool:
 
 
 def _shifted(text: str, row: str, it: str, strip: str) -> str:
-    """The address ``text`` at the next iteration of the OpenMP loop ``row`` and the strip's first element."""
+    """The address ``text`` at the next iteration of the row loop ``row`` and the strip's first element."""
     text = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(row)}(?![A-Za-z0-9_])", f"({row} + 1)", text)
     return re.sub(rf"(?<![A-Za-z0-9_]){re.escape(it)}(?![A-Za-z0-9_])", strip, text)
