@@ -332,7 +332,7 @@ def micro_tile(prog: Program, node: isl.ScheduleNode, found: Contraction, cache_
     gathered = any(stride_along(c, dims[found.lane]) == "other" for c in _read_coefficients(stmt))
     even = found.rows is not None and not lanes_move and not _moves_with(stmt, dims[found.reduction], dims[found.rows])
     wide = shapes.full_width_tile(lanes_move, gathered, even)
-    kc = shapes.reduction_tile(itemsize, wide)  # as cache_tile_sizes
+    kc = shapes.reduction_tile(itemsize, wide, cache_bytes)  # as cache_tile_sizes
     if extent is not None and found.outer_reductions and 0 < extent(node, found.reduction) <= kc and not gathered:
         inner = tuple(m for m in found.outer_reductions if 0 < extent(node, m) <= INNER_REDUCTION_EXTENT)
         found = dataclasses.replace(found, inner=inner if len(inner) == len(found.outer_reductions) else ())

@@ -43,7 +43,7 @@ def register_rows(nr: int = NR_VECTORS) -> int:
     return MR_FULL_WIDTH if nr >= 4 else MR_WIDE
 
 
-def reduction_tile(itemsize: int, wide: bool | None = None) -> int:
+def reduction_tile(itemsize: int, wide: bool | None = None, cache_bytes: int | None = None) -> int:
     """``Kc``: the reduction's cache tile, 256 elements of ``k`` (128 for doubles); for the full-width tile
     (``wide``; default: where 512-bit vectors run at full width, :func:`full_width_tile` says which
     contractions take it) four times as many where one core's L2 holds 2 MiB or more, else twice as many.
@@ -53,11 +53,15 @@ def reduction_tile(itemsize: int, wide: bool | None = None) -> int:
     took 0.92-0.95 of the time of 256 (f32 matmul and MLP), 128 took 1.16; ``Kc`` 1024 then took 0.96 of the
     time of 512 at 1024³ and 2048³ and 0.92 on the MLP, and f64 ``Kc`` 512 0.95-0.96 of 256 on PolyBench's
     gemm, 2mm and 3mm at LARGE. 768 (Nc 336: no whole number of strips) took 1.69, 2048 (the row block
-    twice L2) 3.9."""
+    twice L2) 3.9. With a cache tile budget ``cache_bytes`` (``pf.schedule``'s, 256 KiB by default), the
+    longer ``Kc`` is halved until a panel of the narrowest lane tile (16 lanes) fits it."""
     kc = 256 if itemsize <= 4 else 128
     if not (full_width_vector_units() if wide is None else wide):
         return kc
-    return 4 * kc if cache_sizes()[1] >= 2 << 20 else 2 * kc
+    wide_kc = 4 * kc if cache_sizes()[1] >= 2 << 20 else 2 * kc
+    while cache_bytes and wide_kc > kc and wide_kc * 16 * itemsize > cache_bytes:
+        wide_kc //= 2
+    return wide_kc
 
 
 def full_width_tile(lanes_move: bool, gathered: bool, even: bool) -> bool:
@@ -121,7 +125,7 @@ def cache_tile_sizes(found: Contraction, n_members: int, itemsize: int, cache_by
     inside only where ``k`` fits one ``Kc`` anyway); other members (batch, further reductions) are tiled
     by 1."""
     l2 = cache_sizes()[1]
-    kc = reduction_tile(itemsize, wide)
+    kc = reduction_tile(itemsize, wide, cache_bytes)
     if found.rows is None:  # one row: a lane tile of one strip, the strips running in parallel
         return (1,) * (n_members - 2) + (ROW_LESS_VECTORS * max(1, vector_bytes() // itemsize), kc)
     nc = lane_tile(itemsize, cache_bytes, kc)
