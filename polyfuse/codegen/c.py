@@ -146,7 +146,7 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         self.streamed = streamed_arrays(self.program, sched.kernels, sched.params, self.local_scalars)
         self.uses_streams = False  # a loop was printed with streaming stores (``c_stream.py``)
         self.stream_unfenced = False  # ... and no fence follows it yet
-        self.prefetch_plan: PrefetchPlan | None = None  # the OpenMP loop being printed prefetches its next row
+        self.prefetch_plan: PrefetchPlan | None = None  # the row loop being printed prefetches its next row (c_prefetch.py)
         self.started: dict[str, bool] = {}  # update -> every micro-kernel of it starts from its folded initialisation
         self._scan(self.ast, None, None)
         self.uses_vectors = False  # (the scan's trial prints set it)

@@ -72,14 +72,15 @@ class InnermostLoopPrinter:
 
     def _prefetched(self, node: isl.AstNode, depth: int, parallel: str | None, pragma: list[str],
                     reductions: list[tuple[str, str]]) -> list[str] | None:
-        """The loop ``node`` prefetching the next row (``c_prefetch.py``) where the OpenMP loop around it
+        """The loop ``node`` prefetching the next row (``c_prefetch.py``) where the row loop around it
         chose it, else ``None`` (printed as usual with ``pragma``)."""
-        if not is_planned(self.prefetch_plan, self, node) or self.prefetch_plan is None:
+        plan = self.prefetch_plan
+        if plan is None or not is_planned(plan, self, node):
             return None
         body = self._node(node.for_get_body(), depth + 1, parallel)
         lanes = [(op, name) for op, name in reductions if op in ("max", "min")]
         body = lane_updates(body, lanes) if lanes else body
-        return prefetch_lines(self, self.prefetch_plan, node, depth, INDENT, pragma, reductions, body)
+        return prefetch_lines(self, plan, node, depth, INDENT, pragma, reductions, body)
 
     def _element_reduction(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str] | None:
         """The innermost loop ``node`` with the array elements its statements fold values into (sums,

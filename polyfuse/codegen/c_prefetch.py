@@ -89,9 +89,9 @@ def plan_prefetch(printer: object, node: isl.AstNode) -> PrefetchPlan | None:
                         _statement_names(best))
 
 
-def is_planned(plan: PrefetchPlan | None, printer: object, node: isl.AstNode) -> bool:
+def is_planned(plan: PrefetchPlan, printer: object, node: isl.AstNode) -> bool:
     """Whether ``node`` is the loop that ``plan`` prefetches from."""
-    return (plan is not None and printer._index(node.for_get_iterator()) == plan.loop  # type: ignore[attr-defined]
+    return (printer._index(node.for_get_iterator()) == plan.loop  # type: ignore[attr-defined]
             and _statement_names(node) == plan.statements)
 
 
@@ -133,7 +133,7 @@ def prefetch_lines(printer: object, plan: PrefetchPlan, node: isl.AstNode, depth
     pad, one, two, three = (indent * (depth + k) for k in range(4))
     partial = [(o, name) for o, name in reductions if o in IDENTITY]
     private = [name for o, name in reductions if o == "private"]
-    group_body = [line for line in body]
+    group_body = list(body)
     for _, name in partial:
         group_body = [re.sub(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_\[])", f"{name}_part[pf_lane]", line)
                       for line in group_body]
