@@ -28,7 +28,7 @@ demo: $(STAMP)
 test: pytest lint
 
 pytest: $(STAMP)
-	$(PY) -m pytest -q -n 2 -m "not slow"
+	$(PY) -m pytest -q -n 2 -m "not slow" --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check polyfuse
