@@ -148,6 +148,52 @@ def test_no_streaming_where_it_would_not_pay(tiny_caches, monkeypatch):
                                          params={"R": 64, "D": 64}).code.text
 
 
-def test_real_cache_sizes_stream_only_beyond_the_last_level_cache():
+def test_real_cache_sizes_stream_only_beyond_the_streaming_threshold():
     """At the machine's own cache sizes a 64x64 layernorm keeps ordinary stores."""
     assert "pf_stream" not in pf.compile(_layernorm(), target="c", params={"R": 64, "D": 64}).code.text
+
+
+@pf.program
+def _widen(X: pf.f64[R, D], B: pf.f32[D], Y: pf.f32[R, D]):
+    """An f64 input read along an f32 output: 16 f32 lanes span two lines of X."""
+    for i in range(R):
+        for j in range(D):
+            Y[i, j] = pf.f32(X[i, j] * 0.5) + B[j]
+
+
+def test_each_streamed_group_prefetches_its_large_reads_a_page_ahead(monkeypatch):
+    """The reads that walk an array larger than L2 are prefetched 4 KiB ahead of the group, one line per
+    64 bytes they span; a row small enough for L2 (``B``) and the streamed output are not."""
+    monkeypatch.setattr(c_stream, "cache_limits", lambda: (16384, 0))  # B (8 KiB) fits, X and x do not
+    text = pf.compile(_add_exp(), target="c", params={"R": 64, "D": 2048}).code.text
+    prefetches = [ln.strip() for ln in text.splitlines() if "__builtin_prefetch" in ln]
+    assert prefetches == ["__builtin_prefetch(&x[c0 * D + (c1_stream + 1024)], 0, 3);"], prefetches
+    text = pf.compile(_widen, target="c", params={"R": 64, "D": 2048}).code.text
+    prefetches = [ln.strip() for ln in text.splitlines() if "__builtin_prefetch" in ln]
+    assert prefetches == ["__builtin_prefetch(&X[c0 * D + (c1_stream + 512)], 0, 3);",
+                          "__builtin_prefetch(&X[c0 * D + (c1_stream + 520)], 0, 3);"], prefetches
+    assert "pf_stream64(&Y[" in text
+
+
+@pytest.mark.parametrize("d", [7, 129, 300])
+def test_a_streamed_group_reading_a_wider_type_equals_the_reference(monkeypatch, d):
+    monkeypatch.setattr(c_stream, "cache_limits", lambda: (0, 0))
+    sizes = {"R": 3, "D": d}
+    exe = pf.compile(_widen, target="c", params=sizes, threads=2)
+    assert "pf_stream64(&Y[" in exe.code.text and "__builtin_prefetch(&X[" in exe.code.text
+    args = _arguments(_widen, sizes)
+    want = _copies(args)
+    pf.reference(_widen)(**want)
+    exe(**args)
+    np.testing.assert_allclose(args["Y"], want["Y"], rtol=1e-6, atol=1e-6)
+
+
+def test_the_streaming_threshold_is_the_last_level_cache_capped_at_sixteen_l2s(monkeypatch):
+    """A virtual machine reports its host's whole L3: the threshold stays at 16 of one core's L2 there."""
+    machine = importlib.import_module("polyfuse.cost.machine")
+    for l3, l2, want in ((300 << 20, 2 << 20, 32 << 20), (32 << 20, 1 << 20, 16 << 20), (8 << 20, 1 << 20, 8 << 20)):
+        monkeypatch.setattr(machine, "last_level_cache", lambda l3=l3: l3)
+        monkeypatch.setattr(machine, "cache_sizes", lambda l2=l2: (48 << 10, l2))
+        machine.streaming_threshold.cache_clear()
+        assert machine.streaming_threshold() == want
+    machine.streaming_threshold.cache_clear()

@@ -1,5 +1,6 @@
 """Streaming stores on C: an output that no statement reads back, written by a kernel whose data exceeds the
-last-level cache, is stored around the caches (x86's non-temporal stores).
+cache (:func:`~polyfuse.cost.machine.streaming_threshold`), is stored around the caches (x86's
+non-temporal stores), and the loop's large reads are prefetched a page ahead.
 
 Why: an ordinary store first reads the line it writes into the cache (a read for ownership), so a
 memory-bound kernel that writes an output of N bytes moves 3N bytes for it, not 2N, and the written
@@ -10,13 +11,14 @@ time with them; see ``docs/architecture.md``, "Streaming stores".
 
 Which arrays (:func:`streamed_arrays`): written by exactly one statement, with ``=``, read by no other
 statement (the writer may read the element it overwrites: softmax's ``y = y * (1 / s)``), not a
-temporary, and every kernel that writes it touches at least :func:`~polyfuse.cost.machine.last_level_cache`
+temporary, and every kernel that writes it touches at least :func:`~polyfuse.cost.machine.streaming_threshold`
 bytes at the given sizes (no sizes, no streaming: a small call would lose its cached output).
 
 How (:func:`stream_lines`): an innermost ``omp simd`` loop whose only statement writes such an array
 contiguously is split in three: the elements before the first 64-byte-aligned one, stored as usual; whole
 aligned 64-byte groups, each computed into an aligned stack buffer by a vectorised loop and then streamed
-(``pf_stream64``); the remainder, stored as usual. Non-temporal stores are weakly ordered, so every thread
+(``pf_stream64``), its reads of arrays larger than L2 prefetched :data:`READ_AHEAD_BYTES` ahead; the
+remainder, stored as usual. Non-temporal stores are weakly ordered, so every thread
 that streamed executes ``pf_stream_fence`` (``sfence``) before the barrier that publishes its stores (the
 printer turns ``omp parallel for`` into ``omp parallel`` + ``omp for nowait`` + fence for that), and a
 kernel run by one thread fences at its end.
@@ -24,6 +26,7 @@ kernel run by one thread fences at its end.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -105,9 +108,9 @@ def streamed_arrays(program: Program, kernels: Sequence[Kernel], params: Mapping
 
 
 def cache_limits() -> tuple[int, int]:
-    """(bytes of one core's L2: an array at least this large comes from memory; bytes of the last-level
-    cache: a kernel touching at least this much streams). One seam, so that tests can stream small arrays."""
-    return machine.cache_sizes()[1], machine.last_level_cache()
+    """(bytes of one core's L2: an array at least this large comes from memory; the streaming threshold: a
+    kernel touching at least this much streams). One seam, so that tests can stream small arrays."""
+    return machine.cache_sizes()[1], machine.streaming_threshold()
 
 
 def _footprint(program: Program, kernel: Kernel, params: Mapping[str, int], local: frozenset[str]) -> int:
@@ -161,6 +164,7 @@ def stream_lines(printer: object, node: isl.AstNode, depth: int, indent: str, si
     lanes = STREAM_BYTES // itemsize(printer.program, stmt.write.array)  # type: ignore[attr-defined]
     cursor = f"{it}_stream"
     staged = [line.replace("{cursor}", cursor) for line in staged]
+    ahead = _read_ahead(printer, calls, schedule, it, cursor, lanes)
     pad, one, two, three = (indent * (depth + k) for k in range(4))
     vector = [f"{two}#pragma omp simd"] if simd else []
     return [
@@ -173,6 +177,7 @@ def stream_lines(printer: object, node: isl.AstNode, depth: int, indent: str, si
         f"{one}}}",
         f"{one}for (; {cursor} + {lanes - 1} {op} {ub}; {cursor} += {lanes}) {{",
         f"{two}{array.dtype.c_name} pf_stage[{lanes}] __attribute__((aligned({STREAM_BYTES})));",
+        *(two + line for line in ahead),
         *vector,
         f"{two}for (int64_t {it} = {cursor}; {it} < {cursor} + {lanes}; {it} += 1) {{",
         *(three + line for line in staged),
@@ -188,6 +193,46 @@ def stream_lines(printer: object, node: isl.AstNode, depth: int, indent: str, si
         f"{one}}}",
         f"{pad}}}",
     ]
+
+
+def _read_ahead(printer: object, calls: Sequence, schedule: isl.UnionMap, it: str, cursor: str,
+                lanes: int) -> list[str]:
+    """The prefetches that one streamed group of ``lanes`` elements issues: for each read that walks an
+    array larger than L2 contiguously, the lines :data:`READ_AHEAD_BYTES` ahead of the group's elements
+    (one per 64 bytes of them). A core
+    keeps only a few dozen misses in flight and its L2 prefetcher stops at each 4 KiB page, so without
+    them the loop waits on its reads; the writes need none (streamed). A prefetch never faults, so the
+    lines past an array's end are harmless."""
+    program = printer.program  # type: ignore[attr-defined]
+    l2 = cache_limits()[0]
+    lines: list[str] = []
+    for call in calls:
+        stmt = call.statement
+        for k, (acc, moves) in enumerate(zip(stmt.accesses, statement_moves(schedule, stmt))):
+            if (k == stmt.target or acc.array in printer.local_scalars  # type: ignore[attr-defined]
+                    or moves is None or moves[-1:] != [1] or any(moves[:-1])
+                    or (array_bytes(program, acc.array, printer.sched.params) or 0) < l2):  # type: ignore[attr-defined]
+                continue
+            size = itemsize(program, acc.array)
+            text = printer._index(call.accesses[k])  # type: ignore[attr-defined]
+            for offset in range(0, lanes * size, STREAM_BYTES):
+                at = f"({cursor} + {(READ_AHEAD_BYTES + offset) // size})"
+                line = f"__builtin_prefetch(&{_substitute(text, it, at)}, 0, 3);"
+                if line not in lines:
+                    lines.append(line)
+    return lines
+
+
+READ_AHEAD_BYTES = 4096
+"""How far ahead of a streamed group its reads are prefetched: one 4 KiB page. Measured by hand on
+exp(x + 1) at 4096x4096 f32, 2 threads (Xeon, Emerald Rapids), streaming stores in every variant: 2, 4, 8
+and 16 KiB ahead ran within noise of each other, 1.3-1.6x faster than no prefetch; 1 KiB gained half as
+much. In polyfuse's own code: 0.64 of the time without them (0.93 without prefetches)."""
+
+
+def _substitute(text: str, name: str, by: str) -> str:
+    """``text`` with the identifier ``name`` replaced by ``by``."""
+    return re.sub(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", by, text)
 
 
 def work_per_byte(stmts: Sequence[Statement], schedule: isl.UnionMap, program: Program,
