@@ -47,7 +47,7 @@ from polyfuse.codegen.ast import (
 from polyfuse.codegen.c_expressions import VALUE_HELPERS, ValuePrinter, paren, strip_parens
 from polyfuse.codegen.c_innermost import INDENT, INDEX_TYPE, InnermostLoopPrinter, lane_updates
 from polyfuse.codegen.c_jam import jam_lines
-from polyfuse.codegen.c_micro import VECTOR_HELPERS, microtile_lines
+from polyfuse.codegen.c_micro import microtile_lines
 from polyfuse.codegen.c_openmp import (
     Marked,
     annotate_parallel_marks,
@@ -59,6 +59,7 @@ from polyfuse.codegen.c_openmp import (
 from polyfuse.codegen.c_prefetch import PrefetchPlan, plan_prefetch
 from polyfuse.codegen.c_shift import shift_helpers
 from polyfuse.codegen.c_stream import STREAM_HELPERS, fence_parallel_loop, streamed_arrays
+from polyfuse.codegen.c_vector import VECTOR_HELPERS
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
 from polyfuse.ir.program import Array, Program

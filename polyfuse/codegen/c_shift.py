@@ -56,7 +56,7 @@ def max_offset(itemsize: int) -> int:
     return max(VECTOR_BYTES) // itemsize - 1
 
 VECTOR_BYTES = (64, 32, 16)
-"""The vector widths ``PF_VBYTES`` the generated C may be compiled for (``c_micro.VECTOR_HELPERS``)."""
+"""The vector widths ``PF_VBYTES`` the generated C may be compiled for (``c_vector.VECTOR_HELPERS``)."""
 
 _TYPES = {"f32": ("float", 4), "f64": ("double", 8)}
 _OPS = {"+", "-", "*", "/"}
