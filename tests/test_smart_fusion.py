@@ -17,6 +17,7 @@ import examples.kernels as K
 import polyfuse as pf
 
 smart = importlib.import_module("polyfuse.schedule.fusion.smart")
+rating_sizes = importlib.import_module("polyfuse.schedule.fusion.rating_sizes")
 traffic_model = importlib.import_module("polyfuse.cost.traffic")
 
 N, M = pf.params("N M")
@@ -281,7 +282,7 @@ def bounded_chains(A: pf.f32[N, M], B: pf.f32[N, M], C: pf.f32[M, N]):
 def test_representative_sizes_respect_the_programs_assumptions():
     """Without params, sizes are taken as 1024 or the largest power of two the assumptions allow, so the
     comparison is made (no warning) rather than refused."""
-    assert smart.representative_sizes(bounded_chains, {}) == {"N": 1024, "M": 64}
+    assert rating_sizes.representative_sizes(bounded_chains, {}) == {"N": 1024, "M": 64}
     with warnings.catch_warnings():
         warnings.simplefilter("error", pf.PolyfuseWarning)
         sched = pf.schedule(bounded_chains, target="c", fusion="smart")
@@ -296,13 +297,13 @@ def test_a_sliding_windows_extent_is_rated_as_a_small_filter():
     g = pf.Graph("conv")
     x, wt = g.input("x", (n, c, h, w)), g.input("w", (f, c, kh, kw))
     conv = g.build(y=pf.ops.relu(pf.ops.conv2d(x, wt)))
-    assert smart.window_params(conv) == {"KH", "KW"}
-    assert smart.representative_sizes(conv, {}) == {"N": 1024, "C": 1024, "H": 1024, "W": 1024, "F": 1024,
+    assert rating_sizes.window_params(conv) == {"KH", "KW"}
+    assert rating_sizes.representative_sizes(conv, {}) == {"N": 1024, "C": 1024, "H": 1024, "W": 1024, "F": 1024,
                                                      "KH": 3, "KW": 3}
-    assert smart.representative_sizes(conv, {"KH": 5}) == {"N": 1024, "C": 1024, "H": 1024, "W": 1024,
+    assert rating_sizes.representative_sizes(conv, {"KH": 5}) == {"N": 1024, "C": 1024, "H": 1024, "W": 1024,
                                                             "F": 1024, "KH": 5, "KW": 3}
-    assert smart.window_params(K.gemm_acc) == frozenset()
-    assert smart.window_params(two_chains) == frozenset()
+    assert rating_sizes.window_params(K.gemm_acc) == frozenset()
+    assert rating_sizes.window_params(two_chains) == frozenset()
 
 
 def test_a_less_parallel_minimal_fusion_is_noted_not_warned():
