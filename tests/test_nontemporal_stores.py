@@ -23,8 +23,10 @@ R, D, T = pf.params("R D T")
 
 @pytest.fixture
 def tiny_caches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every array comes from memory and every kernel exceeds the last-level cache."""
+    """Every array comes from memory, every kernel exceeds the streaming threshold, and rows of any length
+    stream (their heads and tails are what these tests check)."""
     monkeypatch.setattr(c_stream, "cache_limits", lambda: (0, 0))
+    monkeypatch.setattr(c_stream, "STREAM_MIN_LOOP_BYTES", 0)
 
 
 def _layernorm() -> pf.Program:
@@ -133,7 +135,8 @@ def test_each_thread_fences_before_the_barrier(tiny_caches):
 
 def test_no_streaming_where_it_would_not_pay(tiny_caches, monkeypatch):
     """Not without sizes (a small call would lose its cached output), not for an output another statement
-    reads (softmax's exponentials, rescaled in place), not for a compute-bound loop (gelu's tanh)."""
+    reads (softmax's exponentials, rescaled in place), not for a compute-bound loop (gelu's tanh), not for
+    rows shorter than ``STREAM_MIN_LOOP_BYTES`` (4 KiB: 1024 floats)."""
     assert "pf_stream" not in pf.compile(_add_exp(), target="c").code.text
     g = pf.Graph("softmax_stream")
     softmax = g.build(y=ops.softmax(g.input("x", (R, D)), axis=-1))
@@ -165,6 +168,7 @@ def test_each_streamed_group_prefetches_its_large_reads_a_page_ahead(monkeypatch
     """The reads that walk an array larger than L2 are prefetched 4 KiB ahead of the group, one line per
     64 bytes they span; a row small enough for L2 (``B``) and the streamed output are not."""
     monkeypatch.setattr(c_stream, "cache_limits", lambda: (16384, 0))  # B (8 KiB) fits, X and x do not
+    # (rows of 2048 elements: 8 KiB of f32, above STREAM_MIN_LOOP_BYTES)
     text = pf.compile(_add_exp(), target="c", params={"R": 64, "D": 2048}).code.text
     prefetches = [ln.strip() for ln in text.splitlines() if "__builtin_prefetch" in ln]
     assert prefetches == ["__builtin_prefetch(&x[c0 * D + (c1_stream + 1024)], 0, 3);"], prefetches
@@ -176,8 +180,7 @@ def test_each_streamed_group_prefetches_its_large_reads_a_page_ahead(monkeypatch
 
 
 @pytest.mark.parametrize("d", [7, 129, 300])
-def test_a_streamed_group_reading_a_wider_type_equals_the_reference(monkeypatch, d):
-    monkeypatch.setattr(c_stream, "cache_limits", lambda: (0, 0))
+def test_a_streamed_group_reading_a_wider_type_equals_the_reference(tiny_caches, d):
     sizes = {"R": 3, "D": d}
     exe = pf.compile(_widen, target="c", params=sizes, threads=2)
     assert "pf_stream64(&Y[" in exe.code.text and "__builtin_prefetch(&X[" in exe.code.text
@@ -197,3 +200,12 @@ def test_the_streaming_threshold_is_the_last_level_cache_capped_at_sixteen_l2s(m
         machine.streaming_threshold.cache_clear()
         assert machine.streaming_threshold() == want
     machine.streaming_threshold.cache_clear()
+
+
+def test_rows_shorter_than_a_page_keep_ordinary_stores(monkeypatch):
+    """Each row's unaligned head and tail are stored one element at a time: rows of 64 floats ran 2.9x
+    slower streamed. 1024 floats (4 KiB) stream, 1023 do not."""
+    monkeypatch.setattr(c_stream, "cache_limits", lambda: (0, 0))
+    for d, streams in ((64, False), (1023, False), (1024, True)):
+        text = pf.compile(_add_exp(), target="c", params={"R": 8, "D": d}).code.text
+        assert ("pf_stream64(&" in text) is streams, d
