@@ -192,9 +192,11 @@ def test_a_streamed_group_reading_a_wider_type_equals_the_reference(tiny_caches,
 
 
 def test_the_streaming_threshold_is_the_last_level_cache_capped_at_sixteen_l2s(monkeypatch):
-    """A virtual machine reports its host's whole L3: the threshold stays at 16 of one core's L2 there."""
+    """A virtual machine reports its host's whole L3: the threshold stays at 16 of one core's L2 there, and
+    never below 32 MiB unless the last-level cache itself is smaller."""
     machine = importlib.import_module("polyfuse.cost.machine")
-    for l3, l2, want in ((300 << 20, 2 << 20, 32 << 20), (32 << 20, 1 << 20, 16 << 20), (8 << 20, 1 << 20, 8 << 20)):
+    for l3, l2, want in ((300 << 20, 2 << 20, 32 << 20), (300 << 20, 4 << 20, 64 << 20), (32 << 20, 1 << 20, 32 << 20),
+                         (8 << 20, 1 << 20, 8 << 20)):
         monkeypatch.setattr(machine, "last_level_cache", lambda l3=l3: l3)
         monkeypatch.setattr(machine, "cache_sizes", lambda l2=l2: (48 << 10, l2))
         machine.streaming_threshold.cache_clear()

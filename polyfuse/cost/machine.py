@@ -36,18 +36,20 @@ def last_level_cache() -> int:
 
 
 STREAMING_L2_MULTIPLE = 16
-"""The streaming threshold is at most this many times one core's L2 (see :func:`streaming_threshold`)."""
+"""The streaming threshold is at most this many times one core's L2, or :data:`LAST_LEVEL_FALLBACK` where
+that is more (see :func:`streaming_threshold`)."""
 
 
 @functools.cache
 def streaming_threshold() -> int:
     """Bytes of data from which a kernel stores its outputs around the caches (``codegen/c_stream.py``):
-    the last-level cache, but at most :data:`STREAMING_L2_MULTIPLE` times one core's L2. A virtual machine
-    sees its host's whole L3 (300 MiB on the 2-CPU Emerald Rapids guests) and shares it with the host's
-    other tenants; there, streamed exp(x + 1) and layernorm ran at 0.64-0.89 and 0.80 of their time with
-    32 and 128 MiB of data, but at 1.13 (layernorm) with 8 MiB, which the L3 still held. 16 x 2 MiB is
-    32 MiB there; on the Zen 4 machines (32 MiB of L3, 1 MiB of L2) it is 16 MiB."""
-    return min(last_level_cache(), STREAMING_L2_MULTIPLE * cache_sizes()[1])
+    the last-level cache, but at most :data:`STREAMING_L2_MULTIPLE` times one core's L2, or 32 MiB
+    (:data:`LAST_LEVEL_FALLBACK`) where that is more. A virtual machine sees its host's whole L3 (300 MiB
+    on the 2-CPU Emerald Rapids guests) and shares it with the host's other tenants; there, streamed
+    exp(x + 1) and layernorm ran at 0.64-0.89 and 0.80 of their time with 32 and 128 MiB of data, but at
+    1.13 (layernorm) with 8 MiB, which the L3 still held. The cap is 32 MiB there; on the Zen 4 machines
+    (32 MiB of L3, 1 MiB of L2), where streaming was measured from 32 MiB, the threshold stays 32 MiB."""
+    return min(last_level_cache(), max(STREAMING_L2_MULTIPLE * cache_sizes()[1], LAST_LEVEL_FALLBACK))
 
 
 def streaming_stores() -> bool:
