@@ -146,6 +146,12 @@ def paren(text: str) -> str:
     return text if re.fullmatch(r"[\w.\[\]]+", text) or strip_parens(text) != text else f"({text})"
 
 
+def replace_identifier(text: str, name: str, new: str) -> str:
+    """``text`` with every occurrence of the C identifier ``name`` (not part of a longer one) replaced by
+    ``new``."""
+    return re.sub(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", new, text)
+
+
 def strip_parens(text: str) -> str:
     """``text`` without one pair of outer parentheses, when they enclose the whole of it."""
     if not (text.startswith("(") and text.endswith(")")):

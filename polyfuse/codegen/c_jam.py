@@ -23,13 +23,12 @@ body is no reduction the printer would vectorise, the other statements of the bo
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import islpy as isl
 
 from polyfuse.codegen.ast import block_children, expr_ids, statement_call
-from polyfuse.codegen.c_expressions import strip_parens
+from polyfuse.codegen.c_expressions import replace_identifier, strip_parens
 from polyfuse.codegen.c_openmp import holds_loop
 
 if TYPE_CHECKING:
@@ -72,9 +71,9 @@ def jam_lines(printer: _CPrinter, node: isl.AstNode, depth: int, factor: int, pa
         out = list(lines)
         for u in range(1, factor):
             for line in lines:
-                line = _rename(line, it, f"({it} + {u})")
+                line = replace_identifier(line, it, f"({it} + {u})")
                 for s in scalars:
-                    line = _rename(line, s, f"{s}_j{u}")
+                    line = replace_identifier(line, s, f"{s}_j{u}")
                 out.append(line)
         return out
 
@@ -129,7 +128,3 @@ def _written_scalars(node: isl.AstNode, local_scalars: frozenset[str]) -> set[st
     if kind == isl.ast_node_type.mark:
         return _written_scalars(node.mark_get_node(), local_scalars)
     return set()
-
-
-def _rename(line: str, name: str, new: str) -> str:
-    return re.sub(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", new, line)

@@ -35,6 +35,7 @@ import islpy as isl
 
 from polyfuse.codegen import c_stream
 from polyfuse.codegen.ast import block_children, loop_schedule, statement_call
+from polyfuse.codegen.c_expressions import replace_identifier
 from polyfuse.codegen.c_openmp import holds_loop, statement_moves, user_nodes
 from polyfuse.codegen.c_stream import STREAM_BYTES, upper_bound, work_per_byte
 from polyfuse.cost.traffic import array_bytes, itemsize
@@ -177,5 +178,4 @@ def _mentions(text: str, name: str) -> bool:
 
 def _shifted(text: str, row: str, it: str, strip: str) -> str:
     """The address ``text`` at the next iteration of the row loop ``row`` and the strip's first element."""
-    text = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(row)}(?![A-Za-z0-9_])", f"({row} + 1)", text)
-    return re.sub(rf"(?<![A-Za-z0-9_]){re.escape(it)}(?![A-Za-z0-9_])", strip, text)
+    return replace_identifier(replace_identifier(text, row, f"({row} + 1)"), it, strip)

@@ -26,14 +26,13 @@ kernel run by one thread fences at its end.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import islpy as isl
 
 from polyfuse.codegen.ast import block_children, loop_schedule, statement_call
-from polyfuse.codegen.c_expressions import strip_parens
+from polyfuse.codegen.c_expressions import replace_identifier, strip_parens
 from polyfuse.codegen.c_openmp import access_moves, statement_moves
 from polyfuse.cost import machine
 from polyfuse.cost.traffic import array_bytes, itemsize
@@ -57,8 +56,8 @@ arithmetic (a cache-resident row takes as long per element) and lost 5-10 % to t
 
 STREAM_MIN_LOOP_BYTES = 4096
 """A loop streams only where it writes at least this many bytes (its trip count at the given sizes: its
-bounds must print as integers, which a tile's ``min`` bound does not): each execution stores its elements before the first aligned 64-byte group and after
-the last one with ordinary scalar stores. Measured on the 2-core Emerald Rapids, 2 threads, f32, streamed
+bounds must print as integers, which a tile's ``min`` bound does not): each execution stores its
+elements before the first aligned 64-byte group and after the last one with ordinary scalar stores. Measured on the 2-core Emerald Rapids, 2 threads, f32, streamed
 against ordinary stores: exp(x + 1) with rows of 16, 64, 256 and 512 floats ran 5.1, 2.9, 1.14 and 1.07x
 slower, with rows of 1024 and 4096 at 0.95 and 0.66 of the time; layernorm 2.1, 1.6, 1.15, 1.05, then
 0.83 and 0.71 (64 and 128 MiB of data)."""
@@ -220,8 +219,7 @@ def _read_ahead(printer: object, calls: Sequence, schedule: isl.UnionMap, it: st
                 lanes: int) -> list[str]:
     """The prefetches that one streamed group of ``lanes`` elements issues: for each read that walks an
     array larger than L2 contiguously, the lines :data:`READ_AHEAD_BYTES` ahead of the group's elements
-    (one per 64 bytes of them). A core
-    keeps only a few dozen misses in flight and its L2 prefetcher stops at each 4 KiB page, so without
+    (one per 64 bytes of them). A core keeps only a few dozen misses in flight and its L2 prefetcher stops at each 4 KiB page, so without
     them the loop waits on its reads; the writes need none (streamed). A prefetch never faults, so the
     lines past an array's end are harmless."""
     program = printer.program  # type: ignore[attr-defined]
@@ -238,7 +236,7 @@ def _read_ahead(printer: object, calls: Sequence, schedule: isl.UnionMap, it: st
             text = printer._index(call.accesses[k])  # type: ignore[attr-defined]
             for offset in range(0, lanes * size, STREAM_BYTES):
                 at = f"({cursor} + {(READ_AHEAD_BYTES + offset) // size})"
-                line = f"__builtin_prefetch(&{_substitute(text, it, at)}, 0, 3);"
+                line = f"__builtin_prefetch(&{replace_identifier(text, it, at)}, 0, 3);"
                 if line not in lines:
                     lines.append(line)
     return lines
@@ -249,11 +247,6 @@ READ_AHEAD_BYTES = 4096
 exp(x + 1) at 4096x4096 f32, 2 threads (Xeon, Emerald Rapids), streaming stores in every variant: 2, 4, 8
 and 16 KiB ahead ran within noise of each other, 1.3-1.6x faster than no prefetch; 1 KiB gained half as
 much. In polyfuse's own code: 0.64 of the time without them (0.93 without prefetches)."""
-
-
-def _substitute(text: str, name: str, by: str) -> str:
-    """``text`` with the identifier ``name`` replaced by ``by``."""
-    return re.sub(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", by, text)
 
 
 def work_per_byte(stmts: Sequence[Statement], schedule: isl.UnionMap, program: Program,

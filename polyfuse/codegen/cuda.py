@@ -24,8 +24,9 @@ from polyfuse.codegen.ast import (
     expr_to_text,
     iterator_names,
 )
+from polyfuse.codegen.c_expressions import strip_parens
 from polyfuse.codegen.code import Argument, Code
-from polyfuse.codegen.cuda_kernel import CudaDialect, KernelPrinter, unwrap
+from polyfuse.codegen.cuda_kernel import CudaDialect, KernelPrinter
 from polyfuse.codegen.cuda_mapping import atomic_mapped_bands, mapping_info, register_copy_values, thread_member_values
 from polyfuse.codegen.cuda_micro import COPY_PRELUDE, MicroKernel, launch_bounds
 from polyfuse.codegen.cuda_rows import BLOCK_REDUCE_PRELUDE
@@ -105,7 +106,7 @@ def generate_cuda(sched: Schedule) -> Code:
             band, n, host_depth = info[mark_name]
             depth = band.get_schedule_depth()
             rng = mapped_ranges(band, n, host_depth, host_iters, names)
-            lows = mapped_lower_bounds(band, n, host_depth, host_iters, lambda e: unwrap(expr_to_text(e, dialect)), dialect.min, names)
+            lows = mapped_lower_bounds(band, n, host_depth, host_iters, lambda e: strip_parens(expr_to_text(e, dialect)), dialect.min, names)
             ranges[prefix] = {}
             for k in range(n):
                 it = names[depth + k]

@@ -31,6 +31,7 @@ from polyfuse.codegen.ast import (
     expr_to_text,
     statement_call,
 )
+from polyfuse.codegen.c_expressions import strip_parens
 from polyfuse.codegen.cuda_rows import print_cyclic_for, print_row_mark
 from polyfuse.codegen.cuda_values import value_text
 from polyfuse.errors import CodegenError
@@ -70,18 +71,6 @@ class CudaDialect(CDialect):
         for k, index in enumerate(indices):
             flat = index if k == 0 else f"({flat}) * {_size(shape[k])} + {index}"
         return f"{array}[{flat or '0'}]"
-
-
-def unwrap(text: str) -> str:
-    """``text`` without one pair of parentheses around all of it (``(a < b)`` -> ``a < b``)."""
-    if not (text.startswith("(") and text.endswith(")")):
-        return text
-    depth = 0
-    for k, ch in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth == 0 and k < len(text) - 1:
-            return text
-    return text[1:-1]
 
 
 def _plus(init: str, step: str) -> str:
@@ -173,7 +162,7 @@ class KernelPrinter:
         self._scopes.pop()
 
     def _x(self, expr: isl.AstExpr) -> str:
-        return unwrap(expr_to_text(expr, self.dialect))
+        return strip_parens(expr_to_text(expr, self.dialect))
 
     def _for(self, node: isl.AstNode, depth: int, bound: frozenset[str]) -> None:
         pad = "  " * depth
@@ -201,13 +190,13 @@ class KernelPrinter:
             pad = "  " * depth
             self._scopes.append(set())
         self._scopes[-1].add(it)
-        if origin is not None and (unwrap(origin) != unwrap(init) or inc != 1):
+        if origin is not None and (strip_parens(origin) != strip_parens(init) or inc != 1):
             # counted from the axis's origin (the launch extent's low end), not from this loop's start: a
             # start that moves with a loop around it inside the kernel (nussinov's k tiles), or differs
             # between two loop nests on the axis, would give one element to two threads with no barrier
             # between them; from the origin, each element has one thread in every loop of the kernel
             self.lines.append(f"{pad}const long long {it} = {_plus(origin, step)};  /* one element, one thread: from the axis's origin */")
-            start = "" if unwrap(origin) == unwrap(init) else f"{it} >= {as_operand(init)} && "
+            start = "" if strip_parens(origin) == strip_parens(init) else f"{it} >= {as_operand(init)} && "
             stride = "" if inc == 1 else f"({it} - {as_operand(init)}) % {inc} == 0 && "
             self.lines.append(f"{pad}if ({start}{stride}({cond})) {{")
         else:
