@@ -85,9 +85,9 @@ def test_1d_kernels_get_warp_multiples():
     r = sched.traffic()
     assert r.total_bytes == r.compulsory_bytes
     # coalescing rows: sector bytes = bytes, the widest row (1 x 1024) wins as before; at this size each of its
-    # threads then takes 8 elements of a row (``mapping/element_share.py``): 256 threads over tiles of 2048
+    # threads then takes 4 elements of a row (``mapping/element_share.py``): 256 threads over tiles of 1024
     assert "chose 1x1024" in sched.explain()
-    assert k.tile_sizes == (1, 2048) and k.block == (256, 1) and k.thread_share == 8
+    assert k.tile_sizes == (1, 1024) and k.block == (256, 1) and k.thread_share == 4
 
 
 # -- coalescing: sector bytes ----------------------------------------------------------------------------

@@ -28,9 +28,10 @@ from polyfuse.ir.program import Program
 from polyfuse.schedule.model import SMS
 
 THREADS = 256
-SHARE = 8
-"""Threads of a block and iterations a thread (the row kernels' measurements, ``rows.ROW_SHARE``: 8
-elements a thread and 128-256 threads ran fastest)."""
+SHARE = 4
+"""Threads of a block and iterations a thread. Measured on an H200 (session 24, 4096 x 4096, one run of
+``cuda_acceptance.py``'s element sweep, % of the device-to-device copy bandwidth): add_exp 90 % with 256 x
+4, 88 % with 256 x 8, 89 % with 128 x 8, 47 % with one element a thread; chain4 97 %, 93 %, 94 % and 74 %."""
 MIN_BLOCKS = 4 * SMS
 """Blocks the kernel must still launch with the longer tiles (four for each of an H100's SMs)."""
 

@@ -17,11 +17,13 @@ the GPU in three levels, the known-good shape of a hand-written SGEMM:
   ``k`` it issues ``THREAD_ROWS * THREAD_LANES`` updates. At sizes that fill the GPU with them, 4-byte
   contractions take :data:`TALL` blocks of 128 x 64 outputs, 8 x 4 a thread (measured faster on an H100).
 
-Every tile is stored ``k x width`` (``CudaMicroTile.k_major``): a read contiguous along ``k`` in memory
-(``A[i][k]`` of a row-major gemm) is transposed on its copy, one element per ``cp.async``, so that a
-thread's fragment of one ``k`` is a run of its rows. The thread then holds one ``k``'s fragments at a time
-(12 registers for 8 x 4) instead of a run of 4 values of ``k`` (48), which is what lets the tall tile fit
-64 registers and four blocks an SM (50 % occupancy on sm_90) instead of 105 and two.
+A read contiguous along ``k`` in memory (``A[i][k]`` of a row-major gemm) keeps that order in its tile
+(``rows x k``) and a thread loads its fragments of it four values of ``k`` at a time; the other layout,
+``k x width`` with the read transposed on its copy (``CudaMicroTile.k_major``), keeps one ``k``'s fragments
+live instead of four, which lets the tall tile fit 64 registers (50 % occupancy on sm_90) instead of 105
+(25 %), but it copies those reads 4 bytes at a time, and on an H200 (session 24, f32 gemm 2048^3, 9
+interleaved rounds) it ran at 0.62-0.65 of cuBLAS in every variant against 0.72 for ``rows x k``; 64 x 64
+tiles: 0.53 against 0.66. It stays available as a plan field for the sweeps.
 
 In the schedule tree the kernel is the ordinary CUDA layout (``mapping/kernels.py``): its band reordered
 ``(batch, rows, lane, reduction)``, the first members tiled by ``(1, BLOCK_ROWS, BLOCK_LANES)`` and mapped
@@ -63,13 +65,14 @@ thread rows, thread lanes): measured on an H100 (f32 gemm 2048^3, 9 interleaved 
 FP32), 8 x 4 outputs a thread ran at 0.72 of cuBLAS against 0.66 for 4 x 4, although its 105 registers
 allow only 25 % occupancy against 50 %: with 16-byte fragment loads the larger tile's two FMAs per
 shared-memory byte matter more than the warps that hide latency. 8 x 8 (128 x 128) ran at 0.58-0.66.
-``benchmarks/cuda_acceptance.py`` holds the sweep."""
+An H200 (session 24) gave the same order: 0.72 for this tile, 0.66 for 4 x 4, 0.53-0.66 for the k-major
+variants. ``benchmarks/cuda_acceptance.py`` holds the sweep."""
 TALL_K_MAJOR = {"k_stage": 8, "min_blocks": 4}
 """The tall tile's step of k and ``__launch_bounds__`` minimum of blocks an SM where its tiles are stored
-``k x width`` (:attr:`CudaMicroTile.k_major`): its fragments of one k are then 12 registers, and ptxas 13.0
-fits the f32 gemm's kernel in 64 registers without a spill, in both the ``C[i, j] +=`` and the scalar-accumulator
-form, so four blocks (50 % occupancy on sm_90) run on an SM. With steps of 16 the scalar-accumulator form
-spilled 8 bytes under the same bound (``tests/test_cuda_micro.py``)."""
+``k x width`` (:attr:`CudaMicroTile.k_major`, not the default): ptxas 13.0 then fits the f32 gemm's kernel
+in 64 registers without a spill, so four blocks (50 % occupancy on sm_90) run on an SM. On an H200
+(session 24) that ran at 0.63 of cuBLAS, against 0.72 for the default ``rows x k`` tiles at 105 registers
+and 25 %; the occupancy does not pay for the 4-byte transposing copies."""
 SHARED_LIMIT = 48 * 1024  # static shared memory per block
 SMS = 132  # an H100's multiprocessors (as ``cost/search.py``'s ``Limits.sms``)
 
@@ -92,7 +95,7 @@ class CudaMicroTile:
     playing each part (names), and the reads staged through shared memory. ``k_major``: reads contiguous
     along ``k`` are stored ``k x width``, transposed on the copy (:meth:`stored_k_major`), so that a
     thread's fragment of each ``k`` loads 16 bytes at a time and only one ``k``'s fragments are live at
-    once. ``min_blocks``: the ``__launch_bounds__`` minimum of blocks an SM (0: none), which caps the
+    once (off by default: slower, module docstring). ``min_blocks``: the ``__launch_bounds__`` minimum of blocks an SM (0: none), which caps the
     registers a thread may take."""
 
     statement: str
@@ -107,7 +110,7 @@ class CudaMicroTile:
     k_stage: int = K_STAGE
     thread_rows: int = THREAD_ROWS
     thread_lanes: int = THREAD_LANES
-    k_major: bool = True
+    k_major: bool = False
     min_blocks: int = 0
 
     @property
@@ -262,14 +265,11 @@ def _plan(prog: Program, stmt: Statement, found: Contraction, dims: list[int], s
         itemsizes[k] = itemsize
         staged.append(StagedRead(k, side, contiguous))
     lanes = THREAD_LANES if prog.arrays[stmt.write.array].dtype.bits <= 32 else THREAD_LANES // 2
-    # k-major tiles for 4-byte reads (8-byte ones keep rows x k: their padded tiles would leave two steps, not
-    # three, in 48 KiB), and not where the padding would leave fewer than two steps in the budget
-    for k_major in ((True, False) if set(itemsizes.values()) <= {4} else (False,)):
-        plan = CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged),
-                             thread_lanes=lanes, k_major=k_major)
-        stages = _stages(plan, itemsizes, shared_limit, STAGES)
-        if stages >= 2:
-            return dataclasses.replace(plan, stages=stages)
+    plan = CudaMicroTile(stmt.name, names[rows], names[lane], names[red], tuple(names[b] for b in batch), tuple(staged),
+                         thread_lanes=lanes)
+    stages = _stages(plan, itemsizes, shared_limit, STAGES)
+    if stages >= 2:
+        return dataclasses.replace(plan, stages=stages)
     return None
 
 
