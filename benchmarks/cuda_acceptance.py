@@ -37,18 +37,17 @@ N, M, K = pf.params("N M K")
 _TALL = {"block_rows": 128, "block_lanes": 64, "thread_rows": 8, "thread_lanes": 4}
 _SQUARE = {"block_rows": 64, "block_lanes": 64, "thread_rows": 4, "thread_lanes": 4}
 GEMM_SHAPES: list[dict | None] = [  # micro-tile plan fields (cuda_microtile.CudaMicroTile); None is the default plan
-    None,
-    # session 13's default on an H100 (0.71-0.72 of cuBLAS): A's tile rows x k, 105 registers, 25 % occupancy
-    {**_TALL, "k_major": False, "k_stage": 16, "stages": 3, "min_blocks": 0},
-    # tiles k x width (A transposed on the copy): 64 registers and 50 % with at most 4 blocks' worth of them
-    {**_TALL, "k_major": True, "k_stage": 8, "stages": 3, "min_blocks": 4},
-    {**_TALL, "k_major": True, "k_stage": 8, "stages": 4, "min_blocks": 4},
-    {**_TALL, "k_major": True, "k_stage": 16, "stages": 2, "min_blocks": 4},
-    {**_TALL, "k_major": True, "k_stage": 16, "stages": 3, "min_blocks": 0},  # (66 registers: 37.5 %)
-    {**_TALL, "k_major": True, "k_stage": 8, "stages": 3, "min_blocks": 0},
-    {"block_rows": 128, "block_lanes": 128, "thread_rows": 8, "thread_lanes": 8, "k_major": True, "k_stage": 8, "stages": 3,
+    None,  # rows x k tiles, 128 x 64, 8 x 4 a thread, k16, 3 stages: 105 registers, 25 % occupancy (0.72 of cuBLAS)
+    {**_TALL, "k_major": False, "k_stage": 16, "stages": 3, "min_blocks": 3},  # 80 registers, 37.5 %
+    {**_TALL, "k_major": False, "k_stage": 16, "stages": 2, "min_blocks": 3},
+    {**_TALL, "k_major": False, "k_stage": 8, "stages": 4, "min_blocks": 0},  # 94 registers
+    {**_TALL, "k_major": False, "k_stage": 8, "stages": 3, "min_blocks": 0},
+    {"block_rows": 128, "block_lanes": 128, "thread_rows": 8, "thread_lanes": 8, "k_major": False, "k_stage": 16, "stages": 2,
+     "min_blocks": 2},  # 128 registers
+    {"block_rows": 128, "block_lanes": 128, "thread_rows": 8, "thread_lanes": 8, "k_major": False, "k_stage": 8, "stages": 3,
      "min_blocks": 2},
-    {**_SQUARE, "k_major": True, "k_stage": 16, "stages": 3, "min_blocks": 0},
+    # session 19's default, tiles k x width (A transposed on the copy): 64 registers, 50 % (0.63 on an H200)
+    {**_TALL, "k_major": True, "k_stage": 8, "stages": 3, "min_blocks": 4},
     {**_SQUARE, "k_major": False, "k_stage": 16, "stages": 3, "min_blocks": 0},
 ]
 
@@ -83,31 +82,34 @@ class Recorder:
 
     def __init__(self, compiled: Any) -> None:
         self.program = compiled.function  # runtime.cuda.CudaProgram
-        self.launches: list[tuple[Any, tuple, tuple, list]] = []
+        self.launches: list[Callable[[], None]] = []
 
     def record(self, values: list) -> None:
-        functions = self.program._functions
-        saved = dict(functions)
+        """Run one call, keeping each launch (kernel, grid, block, arguments) packed as the runtime packs it."""
+        launchers = self.program._launchers
+        saved = dict(launchers)
         launches = self.launches
 
         class Spy:
-            def __init__(self, fn: Any) -> None:
-                self.fn = fn
+            def __init__(self, launcher: Any) -> None:
+                self.launcher = launcher
 
-            def prepared_call(self, grid: tuple, block: tuple, *args: Any) -> None:
-                launches.append((self.fn, grid, block, list(args)))
-                self.fn.prepared_call(grid, block, *args)
+            def __call__(self, grid: tuple, block: tuple, args: list) -> None:
+                launches.append(self.launcher.packed(grid, block, list(args)))
+                self.launcher(grid, block, args)
 
         try:
-            for k, fn in saved.items():
-                functions[k] = Spy(fn)
+            for k, launcher in saved.items():
+                launchers[k] = Spy(launcher)
             self.program(*values)
         finally:
-            functions.update(saved)
+            launchers.update(saved)
+        if not launches:
+            raise RuntimeError("recorded no launch: the runtime no longer launches through CudaProgram._launchers")
 
     def replay(self) -> None:
-        for fn, grid, block, args in self.launches:
-            fn.prepared_call(grid, block, *args)
+        for launch in self.launches:
+            launch()
 
 
 def _ms_per_call(torch: Any, fn: Callable[[], Any], inner: int) -> float:
@@ -347,9 +349,10 @@ def element_sweep(torch: Any, copy_gbps: float, rows: list[dict]) -> None:
 
 
 def host_overhead(torch: Any, rows: list[dict]) -> None:
-    """Microseconds of host (Python) time per call: ``exe(**tensors)`` as a user calls it and the loaded
-    program's ``function(*values)``, on sizes small enough that the GPU never holds the host back, with
-    the top of a cProfile of the user's call (what to shorten next)."""
+    """Microseconds of host (Python) time per call: ``exe(**tensors)`` as a user calls it, on the same
+    tensors again (a repeated call: ``runtime/repeat.py``) and on a new set at each call (bound each time),
+    and the loaded program's ``function(*values)``, on sizes small enough that the GPU never holds the host
+    back, with the top of a cProfile of the calls on new tensors (what to shorten next)."""
     import cProfile  # noqa: PLC0415
     import io  # noqa: PLC0415
     import pstats  # noqa: PLC0415
@@ -360,8 +363,17 @@ def host_overhead(torch: Any, rows: list[dict]) -> None:
         exe = pf.compile(prog, target="cuda", params=sizes)
         compiled = exe.specialise(sizes)
         values = [sizes[a.name] if a.kind == "size" else tens[a.name] for a in compiled.code.signature]
+        other = {a: torch.rand_like(t) for a, t in tens.items()}
+        turns = [tens, other]
+
+        def alternating() -> None:  # a new set of tensors at every call: bound each time (no repeated call)
+            turns.reverse()
+            exe(**turns[0])
+
         found = {}
-        for what, fn in (("exe_us", lambda: exe(**tens)), ("function_us", lambda: compiled.function(*values))):
+        for what, fn in (("exe_us", lambda: exe(**tens)), ("exe_new_tensors_us", alternating),
+                         ("function_us", lambda: compiled.function(*values))):
+            exe._last_call = None  # (forget the calls on ``tens``: alternating, no call then repeats the one before it)
             for _ in range(50):
                 fn()
             torch.cuda.synchronize()
@@ -370,10 +382,11 @@ def host_overhead(torch: Any, rows: list[dict]) -> None:
                 fn()
             found[what] = (time.perf_counter() - t0) / 500 * 1e6
             torch.cuda.synchronize()
+        exe._last_call = None
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(500):
-            exe(**tens)
+            alternating()
         prof.disable()
         torch.cuda.synchronize()
         text = io.StringIO()
@@ -398,7 +411,8 @@ def _table(results: dict) -> str:
             lines.append(f"| {r['check']} | {p['kernels']:.0f} % of copy | {p['call']:.0f} % | torch {p['torch']:.0f} % | "
                          f"torch / polyfuse {f['median']:.2f} ({f['min']:.2f}..{f['max']:.2f}) |")
         elif "exe_us" in r:
-            lines.append(f"| {r['check']} | exe(**tensors) {r['exe_us']:.1f} µs | function(*values) {r['function_us']:.1f} µs | | |")
+            lines.append(f"| {r['check']} | exe(**tensors) {r['exe_us']:.1f} µs, new tensors each call "
+                         f"{r.get('exe_new_tensors_us', float('nan')):.1f} µs | function(*values) {r['function_us']:.1f} µs | | |")
         elif "rows_sweep" in r:
             for name, v in r["rows_sweep"].items():
                 what = f"{v['pct_of_copy']:.0f} % of copy" if "pct_of_copy" in v else v.get("error", "")

@@ -24,6 +24,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -164,7 +165,8 @@ class Executable:
         self._buffers: list[dict[str, np.ndarray]] = []
         self._profiled: dict[tuple[tuple[str, int], ...], profiling.ProfiledC] = {}
         self._binder = Binder(program, device_arrays=target == "cuda", allocate=True)
-        self._last_call: LastCall | None = None  # C: the previous call's binding, replayed when repeated
+        self._last_call: LastCall | None = None  # the previous call's binding, replayed when repeated
+        self._previous_objects: tuple | None = None  # CUDA: the previous call's arguments (count, names, ids)
         params = options.get("params")
         if params:
             self._latest = self.specialise(params)
@@ -180,6 +182,7 @@ class Executable:
         """
         last = self._last_call
         if last is not None and last.matches(args, kwargs):  # the same arrays again: no checks (runtime/repeat.py)
+            self._previous_objects = None  # (a bound call that follows is not a repeat of the one before it)
             self._latest = last.compiled
             last.run()
             return last.returned(args, kwargs)
@@ -191,6 +194,17 @@ class Executable:
             run = compiled.function.bound(values, self.threads)
             self._last_call = LastCall(args, kwargs, self._binder.written, self.program.arguments, run, compiled)
             run()
+        elif self.target == "cuda" and LastCall.possible(args, kwargs, self._binder.written, self.program.arguments, device=True):
+            # remembered from the second call on the same objects: packing a call's launches costs more than
+            # making them, which code passing new tensors at every call would pay for nothing
+            objects = (len(args), tuple(kwargs), tuple(map(id, chain(args, kwargs.values()))))
+            run = compiled.function.bound(*values) if objects == self._previous_objects else None
+            self._previous_objects = objects
+            if run is None:
+                compiled.function(*values)
+            else:
+                self._last_call = LastCall(args, kwargs, self._binder.written, self.program.arguments, run, compiled)
+                run()
         elif self.threads and self.target == "c":
             compiled.function.call_in_team(values, self.threads)
         else:

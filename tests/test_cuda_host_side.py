@@ -16,6 +16,8 @@ from benchmarks.workloads import BY_NAME
 from examples import kernels as ex
 from polyfuse.codegen.host_plan import run_host_plan
 from polyfuse.runtime import cuda as cuda_runtime
+from polyfuse.runtime import repeat
+from polyfuse.runtime.args import Binder
 
 
 class Log(list):
@@ -143,3 +145,186 @@ def test_later_calls_pass_the_same_arguments_as_the_first(driver: Log) -> None:
             assert changed and all((x, y) == (1.5, 2.5) for x, y in changed)
         else:
             assert calls[2] == calls[0]
+
+
+# ----- calls repeated on the same tensors ------------------------------------------------------------------
+
+class FakeTensor(Device):
+    """A device array with the attributes of a PyTorch CUDA tensor that a repeated call checks."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        super().__init__(a)
+        self.requires_grad = False
+        self.dtype = a.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.a.shape
+
+    def stride(self) -> tuple[int, ...]:
+        return tuple(s // self.a.itemsize for s in self.a.strides)
+
+    def data_ptr(self) -> int:
+        return self.pointer
+
+
+@pytest.fixture
+def binds(driver: Log, monkeypatch) -> list:
+    """FakeTensors count as PyTorch CUDA tensors; returns a list that grows by one at each full binding."""
+    monkeypatch.setattr(repeat, "_is_cuda_tensor", lambda v: type(v) is FakeTensor)
+    calls: list = []
+    original = Binder.bind
+    monkeypatch.setattr(Binder, "bind", lambda self, values: calls.append(1) or original(self, values))
+    return calls
+
+
+def test_a_call_repeated_on_the_same_tensors_replays_its_launches_unbound(driver: Log, binds: list) -> None:
+    w = BY_NAME["mlp"]
+    prog = w.program()
+    sizes = dict(w.test)
+    exe = pf.compile(prog, target="cuda", params=sizes)
+    args = {k: FakeTensor(v) for k, v in w.inputs(prog, sizes).items()}
+    driver.clear()
+    out = exe(**args)
+    first = _launches(driver)
+    assert first and len(binds) == 1
+    for count in (2, 2, 2):  # bound and packed by the second call; replayed unbound by the later ones
+        driver.clear()
+        assert exe(**args) is out is args["y"] and len(binds) == count
+        assert _launches(driver) == first and ("sync",) not in driver
+    # another tensor at another address is bound, and its address reaches the kernels
+    other = dict(args, x=FakeTensor(args["x"].a.copy()))
+    for _ in range(2):
+        driver.clear()
+        exe(**other)
+        assert other["x"].pointer in {a for e in _launches(driver) for a in e[4]}
+    assert len(binds) == 4
+    # the same object at a new address (PyTorch's set_), or reshaped in place: bound (and checked) again
+    other["x"].pointer += 1 << 20
+    driver.clear()
+    exe(**other)
+    assert len(binds) == 5 and other["x"].pointer in {a for e in _launches(driver) for a in e[4]}
+    other["x"].a = other["x"].a[:, :-1]
+    with pytest.raises(pf.ShapeError, match="'x'"):
+        exe(**other)
+    # a tensor that requires grad is not replayed (the general path decides what to do with it)
+    exe(**args)
+    exe(**args)
+    exe(**args)
+    assert len(binds) == 8
+    args["w1"].requires_grad = True
+    exe(**args)
+    assert len(binds) == 9
+
+
+def test_calls_with_numpy_arrays_or_a_missing_output_are_not_remembered(driver: Log, binds: list) -> None:
+    w = BY_NAME["softmax"]
+    prog = w.program()
+    sizes = dict(w.test)
+    exe = pf.compile(prog, target="cuda", params=sizes)
+    host = w.inputs(prog, sizes)
+    for _ in range(2):
+        exe(**host)  # copied to the device and back at every call
+    assert len(binds) == 2 and exe._last_call is None
+    x = FakeTensor(host["x"])
+    for _ in range(2):
+        exe(x=x)  # y allocated by the call
+    assert len(binds) == 4 and exe._last_call is None
+
+
+def test_launches_hand_pycuda_their_arguments_packed_in_the_prepared_format(driver: Log, monkeypatch) -> None:
+    """Where pycuda has ``_launch_kernel`` (the launch ``prepared_call`` ends with), the arguments are packed
+    by pycuda's own packer and launched without ``prepared_call``'s legacy block-shape call; the launches
+    are those ``prepared_call`` would have made."""
+    sizes = {"N": 9, "M": 7, "K": 5}
+    code = pf.codegen(pf.schedule(ex.gemm, target="cuda", params=sizes))
+    arrays = {n: Device(np.zeros(ex.gemm.arrays[n].concrete_shape(sizes), np.float32)) for n in ("A", "B", "C")}
+    values = [sizes[a.name] if a.kind == "size" else 1.5 if a.kind == "scalar" else arrays[a.name] for a in code.signature]
+    cuda_runtime.load(code)(*values)
+    expected = [(e[1], e[2], e[3], tuple(a.item() if hasattr(a, "item") else a for a in e[4])) for e in _launches(driver)]
+
+    class Function:
+        texrefs: list = []
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def prepare(self, formats: str) -> None:
+            self.arg_format = formats
+
+        def prepared_call(self, *args) -> None:
+            raise AssertionError("prepared_call is not used where _launch_kernel exists")
+
+        def _launch_kernel(self, grid, block, buffer, shared, stream) -> None:
+            fmt, args = buffer
+            assert fmt == self.arg_format and shared == 0 and stream is None
+            driver.append(("launch", self.name, grid, block, args))
+
+    packer = types.ModuleType("pycuda._pvt_struct")
+    packer.pack = lambda fmt, *args: (fmt, args)
+    monkeypatch.setitem(sys.modules, "pycuda._pvt_struct", packer)
+    monkeypatch.setattr(sys.modules["pycuda.compiler"], "SourceModule", lambda text, **_: types.SimpleNamespace(get_function=Function))
+    program = cuda_runtime.load(code)
+    for run in (lambda: program(*values), program.bound(*values)):
+        driver.clear()
+        run()
+        assert [(e[1], e[2], e[3], tuple(a.item() if hasattr(a, "item") else a for a in e[4])) for e in _launches(driver)] == expected
+
+
+def test_calls_alternating_between_two_sets_of_tensors_are_not_packed(driver: Log, binds: list, monkeypatch) -> None:
+    """Packing a call's launches pays off only when the same objects come again: new tensors at every call
+    (fresh activations) are bound and launched as usual, never packed."""
+    w = BY_NAME["softmax"]
+    prog = w.program()
+    sizes = dict(w.test)
+    exe = pf.compile(prog, target="cuda", params=sizes)
+    packed = []
+    original = cuda_runtime.CudaProgram.bound
+    monkeypatch.setattr(cuda_runtime.CudaProgram, "bound", lambda self, *v: packed.append(1) or original(self, *v))
+    sets = [{k: FakeTensor(v) for k, v in w.inputs(prog, sizes).items()} for _ in range(2)]
+    for k in range(6):
+        exe(**sets[k % 2])
+    assert len(binds) == 6 and not packed and exe._last_call is None
+    exe(**sets[1])
+    exe(**sets[1])
+    assert len(binds) == 7 and len(packed) == 1  # the second call on the same objects packs, the third replays
+
+
+def test_the_benchmarks_recorder_replays_the_launches_of_a_call(driver: Log) -> None:
+    """``benchmarks/cuda_acceptance.py``'s kernel times replay one call's launches; a recorder that saw
+    none would time nothing (as it did once, when the runtime stopped calling ``prepared_call``)."""
+    from benchmarks.cuda_acceptance import Recorder
+
+    sizes = {"N": 9, "M": 7, "K": 5}
+    exe = pf.compile(ex.gemm, target="cuda", params=sizes)
+    compiled = exe.specialise(sizes)
+    arrays = {n: Device(np.zeros(ex.gemm.arrays[n].concrete_shape(sizes), np.float32)) for n in ("A", "B", "C")}
+    values = [sizes[a.name] if a.kind == "size" else 1.5 if a.kind == "scalar" else arrays[a.name] for a in compiled.code.signature]
+    recorder = Recorder(compiled)
+    driver.clear()
+    recorder.record(values)
+    made = _launches(driver)
+    driver.clear()
+    recorder.replay()
+    assert made and _launches(driver) == made
+
+
+def test_alternating_with_a_remembered_call_does_not_pack_the_other_set(driver: Log, binds: list, monkeypatch) -> None:
+    """A remembered call on one set of tensors, then two sets alternated: the calls on the remembered set
+    replay it, those on the other are bound every time and never packed (a replayed call between two of them
+    breaks the repeat)."""
+    w = BY_NAME["softmax"]
+    prog = w.program()
+    sizes = dict(w.test)
+    exe = pf.compile(prog, target="cuda", params=sizes)
+    packed = []
+    original = cuda_runtime.CudaProgram.bound
+    monkeypatch.setattr(cuda_runtime.CudaProgram, "bound", lambda self, *v: packed.append(1) or original(self, *v))
+    a, b = ({k: FakeTensor(v) for k, v in w.inputs(prog, sizes).items()} for _ in range(2))
+    exe(**a)
+    exe(**a)
+    assert len(packed) == 1 and len(binds) == 2
+    for _ in range(4):
+        exe(**b)
+        exe(**a)
+    assert len(packed) == 1 and len(binds) == 6

@@ -120,3 +120,29 @@ def test_torch_tensors_read_like_their_cuda_array_interface() -> None:
     assert _torch_cuda_tensor(torch.nn.Parameter(base.clone())) is None
     assert _torch_cuda_tensor(base.clone().requires_grad_()) is None
     assert _torch_cuda_tensor(base.cpu()) is None
+
+
+def test_calls_repeated_on_the_same_tensors_see_their_new_contents_and_changes() -> None:
+    """A call repeated on the same PyTorch tensors replays its packed launches (``runtime/repeat.py``): new
+    values written into those tensors are read, an output is overwritten, and a different tensor, one
+    resized in place or one that requires grad is bound as usual."""
+    torch = pytest.importorskip("torch")
+    from benchmarks.workloads import BY_NAME
+
+    w = BY_NAME["softmax"]
+    prog = w.program()
+    sizes = {"R": 37, "D": 300}
+    exe = pf.compile(prog, target="cuda", params=sizes)
+    x = torch.randn(37, 300, device="cuda")
+    y = torch.empty(37, 300, device="cuda")
+    for _ in range(3):
+        assert exe(x=x, y=y) is y
+        torch.testing.assert_close(y, torch.softmax(x, dim=1), rtol=1e-5, atol=1e-6)
+        x.mul_(2.0).add_(0.5)  # same tensor, new values
+    assert exe._last_call is not None
+    other = torch.randn(37, 300, device="cuda")
+    exe(x=other, y=y)
+    torch.testing.assert_close(y, torch.softmax(other, dim=1), rtol=1e-5, atol=1e-6)
+    x.resize_(37, 299)
+    with pytest.raises(pf.ShapeError, match="'x'"):
+        exe(x=x, y=y)

@@ -14,7 +14,8 @@ Kernels go to the legacy default stream, the one PyTorch and CuPy use unless tol
 device arrays is ordered with theirs. A call that copies nothing back returns once its kernels are queued,
 as a PyTorch operation does (synchronise, or read a result, before timing it on the host); a call with
 numpy outputs returns after copying them back. The sequence of launches (kernel, grid, block, host
-iterators) depends on the sizes only and is worked out once per set of sizes.
+iterators) depends on the sizes only and is worked out once per set of sizes; :meth:`CudaProgram.bound`
+packs a whole call's launches once, for calls repeated on the same device arrays.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class CudaProgram:
                 fn = module.get_function(launch.kernel)
                 fn.prepare("".join(_format(a) for a in launch.args))
                 self._functions[launch.kernel] = fn
+        self._launchers = {name: _Launcher(fn) for name, fn in self._functions.items()}
         self._temporaries: dict[tuple, dict[str, Any]] = {}
         self._schedules: dict[tuple, list[tuple[str, tuple[int, int, int], tuple[int, int, int], tuple]]] = {}  # sizes -> launches
         self._long: set[tuple] = set()  # sizes whose launch sequence is too long to keep
@@ -167,16 +169,16 @@ class CudaProgram:
                 raise ShapeError(f"argument {a.name!r}: expected a numpy array or a device array, got {type(v).__name__}")
         pointers.update(self._temps(sizes))
 
-        functions = self._functions
+        launchers = self._launchers
 
         def launch(kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], template: tuple) -> None:
             args = [pointers[x] if k == _ARRAY else x if k == _VALUE else x(scalars[name]) for k, x, name in template]
             if timer is None:
-                functions[kernel].prepared_call(grid, block, *args)
+                launchers[kernel](grid, block, args)
                 return
             drv.Context.synchronize()
             start = time.perf_counter()
-            functions[kernel].prepared_call(grid, block, *args)
+            launchers[kernel](grid, block, args)
             drv.Context.synchronize()
             timer(kernel, time.perf_counter() - start)
 
@@ -185,6 +187,38 @@ class CudaProgram:
             drv.memcpy_dtoh(host, buf)  # synchronises with the launches before it
         if uploaded and not copies:
             drv.Context.synchronize()
+
+    def bound(self, *values: Any) -> Callable[[], None] | None:
+        """A function that repeats the call on ``values`` (as for :meth:`__call__`) with each launch's
+        arguments converted and packed once: what :class:`~polyfuse.runtime.repeat.LastCall` replays when the
+        same device arrays are passed again, so that such a call costs its launches and little more. None
+        where a call needs work of its own each time: a numpy argument (copied to the device and back), or
+        a launch sequence too long to keep."""
+        signature = self.code.signature
+        if len(values) != len(signature) or any(isinstance(v, np.ndarray) for v in values):
+            return None
+        sizes = {a.name: int(v) for a, v in zip(signature, values) if a.kind == "size"}
+        scalars = {a.name: v for a, v in zip(signature, values) if a.kind == "scalar"}
+        shapes = {name: array.concrete_shape(sizes) for name, array in self.arrays.items()}
+        pointers: dict[str, Any] = {a.name: _device_pointer(a.name, v, self._dtypes[a.name], shapes[a.name])
+                                    for a, v in zip(signature, values) if a.kind == "array" and a.name in self.arrays}
+        pointers.update(self._temps(sizes))
+        steps: list[Callable[[], None]] = []
+
+        def keep(kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], template: tuple) -> None:
+            args = [pointers[x] if k == _ARRAY else x if k == _VALUE else x(scalars[name]) for k, x, name in template]
+            steps.append(self._launchers[kernel].packed(grid, block, args))
+
+        self._each_launch(sizes, keep)
+        if tuple(sorted(sizes.items())) in self._long:
+            return None
+        steps_ = tuple(steps)
+
+        def run() -> None:
+            for step in steps_:
+                step()
+
+        return run
 
     MAX_REMEMBERED_LAUNCHES = 1 << 14
     """Launch sequences up to this long are kept per set of sizes; a longer one (a time loop of many steps
@@ -234,6 +268,42 @@ class CudaProgram:
                     out[name] = drv.mem_alloc(max(count * np.dtype(array.dtype.numpy).itemsize, 1))
             self._temporaries[key] = out
         return self._temporaries[key]
+
+
+class _Launcher:
+    """Launches of one prepared kernel. pycuda's ``prepared_call`` imports its packer, sets the legacy block
+    shape (a driver call that ``cuLaunchKernel`` does not need) and walks its texture references at every
+    launch; here the arguments are packed in the prepared format and given to the launch that call ends
+    with, pycuda's ``_launch_kernel`` (the legacy default stream, no dynamic shared memory). pycuda builds
+    without it (or kernels with texture references) go through ``prepared_call``."""
+
+    __slots__ = ("_function", "_launch", "_pack", "_format")
+
+    def __init__(self, function: Any) -> None:
+        self._function = function
+        self._launch = getattr(function, "_launch_kernel", None)
+        self._format = getattr(function, "arg_format", None)
+        self._pack = None
+        if self._launch is not None and self._format is not None and not getattr(function, "texrefs", None):
+            try:
+                from pycuda._pvt_struct import pack  # the packer prepared_call uses (numpy scalars, allocations)
+            except ImportError:
+                pack = None
+            self._pack = pack
+
+    def __call__(self, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any]) -> None:
+        if self._pack is None:
+            self._function.prepared_call(grid, block, *args)
+        else:
+            self._launch(grid, block, self._pack(self._format, *args), 0, None)
+
+    def packed(self, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any]) -> Callable[[], None]:
+        """A function making this launch with these arguments, packed now."""
+        if self._pack is None:
+            function, args = self._function, tuple(args)
+            return lambda: function.prepared_call(grid, block, *args)
+        launch, buffer = self._launch, self._pack(self._format, *args)
+        return lambda: launch(grid, block, buffer, 0, None)
 
 
 _ARRAY, _VALUE, _SCALAR = 0, 1, 2

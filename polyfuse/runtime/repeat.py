@@ -11,11 +11,16 @@ What "the same" means (:meth:`LastCall.matches`): the same positional count and 
 order; each array argument the identical ``numpy.ndarray`` object (held by a weak reference, so that a
 dead array's identity, reused by a new one, never matches) with the same shape, strides and dtype, and
 still writeable where the program writes it; each other argument (a size, a scalar) equal and of the same
-type; and the same calling thread. Anything else (a torch tensor, a DLPack capsule, an output left to be allocated) is bound as usual.
+type; and the same calling thread. The CUDA target remembers calls on PyTorch CUDA tensors the same way
+(the identical ``torch.Tensor``, at the same device address, shape, strides and dtype, not requiring
+grad), where binding and launching cost 30-45 microseconds of Python a call on an H200, more than many
+kernels take. Anything else (numpy arrays for CUDA, CuPy arrays, a DLPack capsule, an output left to be
+allocated) is bound as usual.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +50,9 @@ class LastCall:
             if type(value) is np.ndarray:
                 refs.append(weakref.ref(value))
                 layouts.append((value.shape, value.strides, value.dtype, k in self._written))
+            elif _is_cuda_tensor(value):
+                refs.append(weakref.ref(value))
+                layouts.append((tuple(value.shape), value.stride(), value.dtype, value.data_ptr()))
             else:
                 refs.append(None)
                 layouts.append((type(value), value))
@@ -55,12 +63,15 @@ class LastCall:
         self.compiled = compiled
 
     @staticmethod
-    def possible(args: Sequence[Any], kwargs: Mapping[str, Any], written: Sequence[str], signature: Sequence[str]) -> bool:
-        """Whether a call can be remembered: every written array is passed, every value is a numpy array
-        or a plain number."""
+    def possible(args: Sequence[Any], kwargs: Mapping[str, Any], written: Sequence[str], signature: Sequence[str],
+                 device: bool = False) -> bool:
+        """Whether a call can be remembered: every written array is passed, every value is a plain number
+        or an array of the kind the target reads in place (numpy arrays for C; PyTorch CUDA tensors for
+        CUDA, ``device``)."""
         given = set(signature[:len(args)]) | set(kwargs)
+        array = _is_cuda_tensor if device else (lambda v: type(v) is np.ndarray)
         return all(n in given for n in written) and all(
-            type(v) is np.ndarray or type(v) in (int, float, bool, np.int64, np.int32, np.float32, np.float64)
+            array(v) or type(v) in (int, float, bool, np.int64, np.int32, np.float32, np.float64)
             for v in chain(args, kwargs.values()))
 
     def matches(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
@@ -72,8 +83,14 @@ class LastCall:
             if ref is None:
                 if type(value) is not layout[0] or value != layout[1]:
                     return False
-            elif (ref() is not value or value.shape != layout[0] or value.strides != layout[1]
-                  or value.dtype is not layout[2] or (layout[3] and not value.flags.writeable)):
+            elif ref() is not value:
+                return False
+            elif type(value) is np.ndarray:
+                if (value.shape != layout[0] or value.strides != layout[1] or value.dtype is not layout[2]
+                        or (layout[3] and not value.flags.writeable)):
+                    return False
+            elif (value.data_ptr() != layout[3] or value.shape != layout[0] or value.stride() != layout[1]
+                  or value.dtype is not layout[2] or value.requires_grad):
                 return False
         return True
 
@@ -85,3 +102,11 @@ class LastCall:
         if self._single:
             return values[self._written[0]]
         return tuple(values[k] for k in self._written)
+
+
+def _is_cuda_tensor(value: Any) -> bool:
+    """Whether ``value`` is a plain PyTorch CUDA tensor that polyfuse reads in place (not a subclass, not
+    requiring grad, strided): the kind ``runtime/arrays.py`` reads through its own attributes."""
+    torch = sys.modules.get("torch")
+    return (torch is not None and type(value) is torch.Tensor and value.is_cuda and not value.requires_grad
+            and value.layout == torch.strided)
