@@ -328,3 +328,26 @@ def test_alternating_with_a_remembered_call_does_not_pack_the_other_set(driver: 
         exe(**b)
         exe(**a)
     assert len(packed) == 1 and len(binds) == 6
+
+
+def test_a_prepared_call_on_device_arrays_replays_packed_launches(driver: Log, monkeypatch) -> None:
+    """``exe.prepare`` on device arrays packs the launches once: its calls do not go through the loaded
+    program's call (no pointer checks, no argument templates), and launch what a plain call launches."""
+    w = BY_NAME["mlp"]
+    prog = w.program()
+    sizes = dict(w.test)
+    exe = pf.compile(prog, target="cuda", params=sizes)
+    args = {k: Device(v) for k, v in w.inputs(prog, sizes).items()}
+    driver.clear()
+    exe(**args)
+    expected = _launches(driver)
+    prepared = exe.prepare(**args)
+
+    def unpacked(self, *values, **kw):
+        raise AssertionError("a prepared call on device arrays went through CudaProgram.__call__")
+
+    monkeypatch.setattr(cuda_runtime.CudaProgram, "__call__", unpacked)
+    for _ in range(2):
+        driver.clear()
+        prepared()
+        assert _launches(driver) == expected and ("sync",) not in driver
