@@ -178,12 +178,17 @@ def binds(driver: Log, monkeypatch) -> list:
     return calls
 
 
-def test_a_call_repeated_on_the_same_tensors_replays_its_launches_unbound(driver: Log, binds: list) -> None:
-    w = BY_NAME["mlp"]
+def _compiled(name: str, kind: type, sets: int = 1) -> tuple:
+    """Workload ``name`` compiled for CUDA at its test sizes, with ``sets`` sets of its arguments as ``kind``."""
+    w = BY_NAME[name]
     prog = w.program()
     sizes = dict(w.test)
     exe = pf.compile(prog, target="cuda", params=sizes)
-    args = {k: FakeTensor(v) for k, v in w.inputs(prog, sizes).items()}
+    return exe, [{k: kind(v) for k, v in w.inputs(prog, sizes).items()} for _ in range(sets)]
+
+
+def test_a_call_repeated_on_the_same_tensors_replays_its_launches_unbound(driver: Log, binds: list) -> None:
+    exe, (args,) = _compiled("mlp", FakeTensor)
     driver.clear()
     out = exe(**args)
     first = _launches(driver)
@@ -218,11 +223,7 @@ def test_a_call_repeated_on_the_same_tensors_replays_its_launches_unbound(driver
 
 
 def test_calls_with_numpy_arrays_or_a_missing_output_are_not_remembered(driver: Log, binds: list) -> None:
-    w = BY_NAME["softmax"]
-    prog = w.program()
-    sizes = dict(w.test)
-    exe = pf.compile(prog, target="cuda", params=sizes)
-    host = w.inputs(prog, sizes)
+    exe, (host,) = _compiled("softmax", np.asarray)
     for _ in range(2):
         exe(**host)  # copied to the device and back at every call
     assert len(binds) == 2 and exe._last_call is None
@@ -271,17 +272,21 @@ def test_launches_hand_pycuda_their_arguments_packed_in_the_prepared_format(driv
         assert [(e[1], e[2], e[3], tuple(a.item() if hasattr(a, "item") else a for a in e[4])) for e in _launches(driver)] == expected
 
 
-def test_calls_alternating_between_two_sets_of_tensors_are_not_packed(driver: Log, binds: list, monkeypatch) -> None:
-    """Packing a call's launches pays off only when the same objects come again: new tensors at every call
-    (fresh activations) are bound and launched as usual, never packed."""
-    w = BY_NAME["softmax"]
-    prog = w.program()
-    sizes = dict(w.test)
-    exe = pf.compile(prog, target="cuda", params=sizes)
-    packed = []
+@pytest.fixture
+def softmax_packs(driver: Log, monkeypatch) -> tuple:
+    """softmax compiled for CUDA at its test sizes, two sets of its arguments as FakeTensors, and a list
+    that grows by one each time a call's launches are packed (``CudaProgram.bound``)."""
+    exe, sets = _compiled("softmax", FakeTensor, sets=2)
+    packed: list = []
     original = cuda_runtime.CudaProgram.bound
     monkeypatch.setattr(cuda_runtime.CudaProgram, "bound", lambda self, *v: packed.append(1) or original(self, *v))
-    sets = [{k: FakeTensor(v) for k, v in w.inputs(prog, sizes).items()} for _ in range(2)]
+    return exe, sets, packed
+
+
+def test_calls_alternating_between_two_sets_of_tensors_are_not_packed(binds: list, softmax_packs: tuple) -> None:
+    """Packing a call's launches pays off only when the same objects come again: new tensors at every call
+    (fresh activations) are bound and launched as usual, never packed."""
+    exe, sets, packed = softmax_packs
     for k in range(6):
         exe(**sets[k % 2])
     assert len(binds) == 6 and not packed and exe._last_call is None
@@ -309,18 +314,11 @@ def test_the_benchmarks_recorder_replays_the_launches_of_a_call(driver: Log) -> 
     assert made and _launches(driver) == made
 
 
-def test_alternating_with_a_remembered_call_does_not_pack_the_other_set(driver: Log, binds: list, monkeypatch) -> None:
+def test_alternating_with_a_remembered_call_does_not_pack_the_other_set(binds: list, softmax_packs: tuple) -> None:
     """A remembered call on one set of tensors, then two sets alternated: the calls on the remembered set
     replay it, those on the other are bound every time and never packed (a replayed call between two of them
     breaks the repeat)."""
-    w = BY_NAME["softmax"]
-    prog = w.program()
-    sizes = dict(w.test)
-    exe = pf.compile(prog, target="cuda", params=sizes)
-    packed = []
-    original = cuda_runtime.CudaProgram.bound
-    monkeypatch.setattr(cuda_runtime.CudaProgram, "bound", lambda self, *v: packed.append(1) or original(self, *v))
-    a, b = ({k: FakeTensor(v) for k, v in w.inputs(prog, sizes).items()} for _ in range(2))
+    exe, (a, b), packed = softmax_packs
     exe(**a)
     exe(**a)
     assert len(packed) == 1 and len(binds) == 2
@@ -333,11 +331,7 @@ def test_alternating_with_a_remembered_call_does_not_pack_the_other_set(driver: 
 def test_a_prepared_call_on_device_arrays_replays_packed_launches(driver: Log, monkeypatch) -> None:
     """``exe.prepare`` on device arrays packs the launches once: its calls do not go through the loaded
     program's call (no pointer checks, no argument templates), and launch what a plain call launches."""
-    w = BY_NAME["mlp"]
-    prog = w.program()
-    sizes = dict(w.test)
-    exe = pf.compile(prog, target="cuda", params=sizes)
-    args = {k: Device(v) for k, v in w.inputs(prog, sizes).items()}
+    exe, (args,) = _compiled("mlp", Device)
     driver.clear()
     exe(**args)
     expected = _launches(driver)
