@@ -112,6 +112,18 @@ class Recorder:
             launch()
 
 
+def alternating_calls(exe: Any, first: dict, second: dict) -> Callable[[], None]:
+    """A call of ``exe`` on ``first`` and ``second`` by turns: a new set of tensors at every call, as fresh
+    activations are, so that every call is bound (none repeats the one before it: ``runtime/repeat.py``)."""
+    turns = [first, second]
+
+    def call() -> None:
+        turns.reverse()
+        exe(**turns[0])
+
+    return call
+
+
 def _ms_per_call(torch: Any, fn: Callable[[], Any], inner: int) -> float:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -363,13 +375,7 @@ def host_overhead(torch: Any, rows: list[dict]) -> None:
         exe = pf.compile(prog, target="cuda", params=sizes)
         compiled = exe.specialise(sizes)
         values = [sizes[a.name] if a.kind == "size" else tens[a.name] for a in compiled.code.signature]
-        other = {a: torch.rand_like(t) for a, t in tens.items()}
-        turns = [tens, other]
-
-        def alternating() -> None:  # a new set of tensors at every call: bound each time (no repeated call)
-            turns.reverse()
-            exe(**turns[0])
-
+        alternating = alternating_calls(exe, tens, {a: torch.rand_like(t) for a, t in tens.items()})
         found = {}
         for what, fn in (("exe_us", lambda: exe(**tens)), ("exe_new_tensors_us", alternating),
                          ("function_us", lambda: compiled.function(*values))):

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import polyfuse as pf
-from benchmarks.cuda_acceptance import Recorder
+from benchmarks.cuda_acceptance import Recorder, alternating_calls
 from benchmarks.harness import machine
 from benchmarks.versus import default_out
 from benchmarks.workloads import GELU_C, WORKLOADS, Workload
@@ -158,13 +158,8 @@ def run_cuda(quick: bool = False, out: Path | None = None) -> dict:
             assert_close(tens[name].cpu().numpy(), e, w, name)
         row: dict[str, Any] = {"workload": w.name, "sizes": sizes, "kernels": len(exe.schedule.kernels)}
         row["polyfuse_ms"] = _cuda_ms(torch, lambda: exe(**tens), repeats)
-        turns = [tens, {k: v.clone() for k, v in tens.items()}]
         exe._last_call = None  # (the calls above are remembered; alternating from here, no call repeats one before it)
-
-        def alternating() -> None:  # a new set of tensors at every call: bound each time, as fresh activations are
-            turns.reverse()
-            exe(**turns[0])
-
+        alternating = alternating_calls(exe, tens, {k: v.clone() for k, v in tens.items()})
         row["polyfuse_new_tensors_ms"] = _cuda_ms(torch, alternating, repeats)
         compiled = exe.specialise(sizes)
         recorder = Recorder(compiled)

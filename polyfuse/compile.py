@@ -222,13 +222,11 @@ class Executable:
         values = self._values(compiled.code, bound, temporaries)
         if self.target == "c":
             run = compiled.function.bound(values, self.threads)
-        else:  # CUDA on device arrays: the launches packed once; numpy arrays are copied at each call
-            packed = compiled.function.bound(*values) if self.target == "cuda" else None
-
+        elif self.target == "cuda" and (packed := compiled.function.bound(*values)) is not None:
+            run = packed  # on device arrays: the launches packed once (numpy arrays are copied at each call)
+        else:
             def run() -> None:
                 compiled.function(*values)
-
-            run = packed or run
         # kept alive with it: the executable (its temporary buffers are passed by address) and the arrays
         return PreparedCall(run, bound.returned, (self, bound.arrays, temporaries))
 

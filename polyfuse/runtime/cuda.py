@@ -172,7 +172,7 @@ class CudaProgram:
         launchers = self._launchers
 
         def launch(kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], template: tuple) -> None:
-            args = [pointers[x] if k == _ARRAY else x if k == _VALUE else x(scalars[name]) for k, x, name in template]
+            args = _arguments(template, pointers, scalars)
             if timer is None:
                 launchers[kernel](grid, block, args)
                 return
@@ -206,8 +206,7 @@ class CudaProgram:
         steps: list[Callable[[], None]] = []
 
         def keep(kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], template: tuple) -> None:
-            args = [pointers[x] if k == _ARRAY else x if k == _VALUE else x(scalars[name]) for k, x, name in template]
-            steps.append(self._launchers[kernel].packed(grid, block, args))
+            steps.append(self._launchers[kernel].packed(grid, block, _arguments(template, pointers, scalars)))
 
         self._each_launch(sizes, keep)
         if tuple(sorted(sizes.items())) in self._long:
@@ -322,6 +321,11 @@ def _template(args: Sequence[KernelArg], env: Mapping[str, int]) -> tuple[tuple[
         else:
             out.append((_VALUE, np.int64(env[a.name]), ""))
     return tuple(out)
+
+
+def _arguments(template: tuple, pointers: Mapping[str, Any], scalars: Mapping[str, Any]) -> list[Any]:
+    """A launch's arguments from its :func:`_template`, this call's pointers and scalars filled in."""
+    return [pointers[x] if k == _ARRAY else x if k == _VALUE else x(scalars[name]) for k, x, name in template]
 
 
 def _format(a: KernelArg) -> str:
