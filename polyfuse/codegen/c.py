@@ -47,6 +47,7 @@ from polyfuse.codegen.ast import (
 from polyfuse.codegen.c_expressions import VALUE_HELPERS, ValuePrinter, paren, strip_parens
 from polyfuse.codegen.c_innermost import INDENT, INDEX_TYPE, InnermostLoopPrinter, lane_updates
 from polyfuse.codegen.c_jam import jam_lines
+from polyfuse.codegen.c_lanes import LANE_HELPERS
 from polyfuse.codegen.c_micro import microtile_lines
 from polyfuse.codegen.c_openmp import (
     Marked,
@@ -139,18 +140,20 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         self.usage = _Usage()
         self._loop_counter = 0
         self.math_parts: set[str] = set()
-        self.uses_vectors = False  # set by the micro-kernel printer (``c_micro.py``)
+        self.uses_vectors = False  # set by the micro-kernel printer (``c_micro.py``) and explicit vectors
+        self.uses_lanes = False  # a loop was printed with explicit 16-float vectors (``c_lanes.py``)
         self.shifts: set[tuple[str, int]] = set()  # (type, offset) of the shifted reads printed (``c_shift.py``)
         self.in_kernel = False  # printing below a kernel mark
         self.in_region = False  # printing inside a host loop's ``omp parallel`` region
         self._deps: isl.UnionMap | None = None  # every dependence of the program (``_simd_safe``), on first use
+        self._lane_deps: isl.UnionMap | None = None  # those through arrays, not local scalars (``c_lanes.py``)
         self.streamed = streamed_arrays(self.program, sched.kernels, sched.params, self.local_scalars)
         self.uses_streams = False  # a loop was printed with streaming stores (``c_stream.py``)
         self.stream_unfenced = False  # ... and no fence follows it yet
         self.prefetch_plan: PrefetchPlan | None = None  # the row loop being printed prefetches its next row (c_prefetch.py)
         self.started: dict[str, bool] = {}  # update -> every micro-kernel of it starts from its folded initialisation
         self._scan(self.ast, None, None)
-        self.uses_vectors = False  # (the scan's trial prints set it)
+        self.uses_vectors = self.uses_lanes = False  # (the scan's trial prints set them)
         self.function_scalars = self._function_scope_scalars()
 
     # ----- whole translation unit ---------------------------------------------------------------
@@ -169,7 +172,8 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
             "",
             C_HELPERS + VALUE_HELPERS + (VECTOR_HELPERS if self.uses_vectors or self.shifts else "")
             + shift_helpers(self.shifts)
-            + (STREAM_HELPERS if self.uses_streams else "") + c_math.math_source(self.math_parts),
+            + (STREAM_HELPERS if self.uses_streams else "") + c_math.math_source(self.math_parts)
+            + (LANE_HELPERS if self.uses_lanes else ""),
             f"void {entry}(\n{params})",
             "{",
             *body,

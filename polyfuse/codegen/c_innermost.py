@@ -15,6 +15,7 @@ import islpy as isl
 
 from polyfuse.codegen.ast import block_children, expr_ids, loop_schedule, statement_call
 from polyfuse.codegen.c_expressions import strip_parens
+from polyfuse.codegen.c_lanes import lane_body, loop_lines
 from polyfuse.codegen.c_openmp import element_reduction, holds_loop, simd_clauses, simd_safe, user_nodes
 from polyfuse.codegen.c_prefetch import PrefetchPlan, is_planned, prefetch_lines
 from polyfuse.codegen.c_shift import shift_lines
@@ -36,6 +37,8 @@ class InnermostLoopPrinter:
     streamed: frozenset[str]
     shifts: set[tuple[str, int]]
     uses_streams: bool
+    uses_vectors: bool
+    uses_lanes: bool
     stream_unfenced: bool
     prefetch_plan: PrefetchPlan | None
     _deps: isl.UnionMap | None
@@ -55,7 +58,8 @@ class InnermostLoopPrinter:
         if reductions:
             pragma = [f"{pad}#pragma omp simd " + " ".join(
                 f"private({name})" if op == "private" else f"reduction({op}:{name})" for op, name in reductions)]
-            return self._prefetched(node, depth, parallel, pragma, reductions), pragma, reductions
+            lines = self._prefetched(node, depth, parallel, pragma, reductions)
+            return lines or self._lanes(node, depth, parallel, pragma, reductions), pragma, reductions
         promoted = self._element_reduction(node, depth, parallel) if self.sched.reassociate else None
         if promoted is not None:
             return promoted, [], []
@@ -68,7 +72,7 @@ class InnermostLoopPrinter:
         if shifted is not None:
             return shifted, [], []
         pragma = [f"{pad}#pragma omp simd"] if simd else []
-        return self._prefetched(node, depth, parallel, pragma, []), pragma, []
+        return self._prefetched(node, depth, parallel, pragma, []) or self._lanes(node, depth, parallel, pragma, []), pragma, []
 
     def _prefetched(self, node: isl.AstNode, depth: int, parallel: str | None, pragma: list[str],
                     reductions: list[tuple[str, str]]) -> list[str] | None:
@@ -80,7 +84,20 @@ class InnermostLoopPrinter:
         body = self._node(node.for_get_body(), depth + 1, parallel)
         lanes = [(op, name) for op, name in reductions if op in ("max", "min")]
         body = lane_updates(body, lanes) if lanes else body
-        return prefetch_lines(self, plan, node, depth, INDENT, pragma, reductions, body)
+        return prefetch_lines(self, plan, node, depth, INDENT, pragma, reductions, body, lane_body(self, node))
+
+    def _lanes(self, node: isl.AstNode, depth: int, parallel: str | None, pragma: list[str],
+               reductions: list[tuple[str, str]]) -> list[str] | None:
+        """The loop ``node`` as whole explicit vectors, then its scalar loop (``c_lanes.py``), where its body
+        has an explicit vector form; else ``None``."""
+        lanes = lane_body(self, node)
+        if lanes is None:
+            return None
+        body = self._node(node.for_get_body(), depth + 1, parallel)
+        extrema = [(op, name) for op, name in reductions if op in ("max", "min")]
+        body = lane_updates(body, extrema) if extrema else body
+        self.uses_vectors = self.uses_lanes = True
+        return loop_lines(self, node, depth, INDENT, lanes, pragma, body)
 
     def _element_reduction(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str] | None:
         """The innermost loop ``node`` with the array elements its statements fold values into (sums,

@@ -36,6 +36,7 @@ import islpy as isl
 from polyfuse.codegen import c_stream
 from polyfuse.codegen.ast import block_children, loop_schedule, statement_call
 from polyfuse.codegen.c_expressions import replace_identifier
+from polyfuse.codegen.c_lanes import GUARD, LANES, LaneBody
 from polyfuse.codegen.c_openmp import holds_loop, statement_moves, user_nodes
 from polyfuse.codegen.c_stream import STREAM_BYTES, upper_bound, work_per_byte
 from polyfuse.cost.traffic import array_bytes, itemsize
@@ -97,11 +98,13 @@ def is_planned(plan: PrefetchPlan, printer: object, node: isl.AstNode) -> bool:
 
 
 def prefetch_lines(printer: object, plan: PrefetchPlan, node: isl.AstNode, depth: int, indent: str,
-                   pragma: Sequence[str], reductions: Sequence[tuple[str, str]], body: list[str]) -> list[str] | None:
+                   pragma: Sequence[str], reductions: Sequence[tuple[str, str]], body: list[str],
+                   lanes: LaneBody | None = None) -> list[str] | None:
     """The loop ``node`` strip-mined with next-row prefetches (module docstring), or ``None`` when it has
     nothing to prefetch or a bound it cannot strip. ``pragma`` and ``reductions`` are what the printer
     would print above the loop (``omp simd`` and its clauses), ``body`` its printed body (already at
-    ``depth + 1``)."""
+    ``depth + 1``), ``lanes`` its explicit vector body (``c_lanes.py``), if it has one: then each group
+    of 16 floats is one vector where AVX-512 is there (``#if PF_EXPLICIT_SIMD``), its partial sums one vector."""
     program = printer.program  # type: ignore[attr-defined]
     bound = upper_bound(printer, node)
     schedule = loop_schedule(node)
@@ -127,6 +130,7 @@ def prefetch_lines(printer: object, plan: PrefetchPlan, node: isl.AstNode, depth
             targets[text] = (acc.array, max(write, previous[1] if previous else 0))
     if not targets:
         return None
+    lanes_body = lanes
     lanes = STREAM_BYTES // min(itemsize(program, a) for a, _ in targets.values())
     op, ub = bound
     init = printer._index(node.for_get_init())  # type: ignore[attr-defined]
@@ -146,8 +150,7 @@ def prefetch_lines(printer: object, plan: PrefetchPlan, node: isl.AstNode, depth
         ctype = program.arrays[name].dtype.c_name
         lines += [f"{one}{ctype} {name}_part[{lanes}];",
                   f"{one}for (int pf_lane = 0; pf_lane < {lanes}; pf_lane += 1) {name}_part[pf_lane] = {IDENTITY[o]};"]
-    lines += [
-        f"{one}int64_t {strip} = {init};",
+    groups = [
         f"{one}for (; {strip} + {lanes - 1} {op} {ub}; {strip} += {lanes}) {{",
         *prefetches,
         f"{two}#pragma omp simd" + "".join(f" private({n})" for n in private),
@@ -156,6 +159,29 @@ def prefetch_lines(printer: object, plan: PrefetchPlan, node: isl.AstNode, depth
         *(indent * 2 + line for line in group_body),
         f"{two}}}",
         f"{one}}}",
+    ]
+    if lanes_body is not None and lanes == LANES and set(lanes_body.sums) == {n for o, n in partial if o == "+"} \
+            and all(o == "+" for o, _ in partial):
+        groups = [
+            f"#if {GUARD}",
+            f"{one}{{",
+            *(f"{two}pf_vf32 {name}_vsum = pf_vset_f32(0.0f);" for name in lanes_body.sums),
+            f"{two}for (; {strip} + {lanes - 1} {op} {ub}; {strip} += {lanes}) {{",
+            *(indent + line for line in prefetches),
+            f"{three}const int64_t {it} = {strip};",
+            *lanes_body.lines(three),
+            f"{two}}}",
+            *(f"{two}for (int pf_lane = 0; pf_lane < {lanes}; pf_lane += 1) {name}_part[pf_lane] += {name}_vsum[pf_lane];"
+              for name in lanes_body.sums),
+            f"{one}}}",
+            "#else",
+            *groups,
+            "#endif",
+        ]
+        printer.uses_vectors = printer.uses_lanes = True  # type: ignore[attr-defined]
+    lines += [
+        f"{one}int64_t {strip} = {init};",
+        *groups,
         *(indent + line for line in pragma),
         f"{one}for (int64_t {it} = {strip}; {it} {op} {ub}; {it} += 1) {{",
         *(indent + line for line in body),
