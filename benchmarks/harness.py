@@ -221,21 +221,31 @@ def build_shared(source: str, name: str, cache: Path, flags: Sequence[str] = ("-
     return lib
 
 
-def copy_bandwidth(nbytes: int, threads: int, cache: Path, budget_s: float, min_rounds: int = 3, max_rounds: int = 20) -> dict:
-    """GB/s of a ``threads``-thread memcpy of ``nbytes`` (bytes read + bytes written, per second), by the
-    same interleaved sampling (one implementation: plain repeated samples). The yardstick of the
-    memory-bound rows: their compulsory bytes per second as a percentage of it."""
+COPY = "copy"
+"""The name of the copy yardstick among a row's implementations (:func:`copy_impl`)."""
+
+
+def copy_impl(nbytes: int, threads: int, cache: Path) -> Impl:
+    """A ``threads``-thread memcpy of ``nbytes`` as an implementation to time (checked once: it copies)."""
     lib = ctypes.CDLL(str(build_shared(_COPY_C, "copy", cache)))
     lib.copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     src = np.ones(nbytes, np.uint8)
     dst = np.zeros(nbytes, np.uint8)
-    impl = Impl("copy", lambda: lib.copy(dst.ctypes.data, src.ctypes.data, nbytes, threads))
+    impl = Impl(COPY, lambda: lib.copy(dst.ctypes.data, src.ctypes.data, nbytes, threads))
     impl.call()
-    inner, once = calibrate([impl], 0.02)
-    rounds = choose_rounds(inner, once, budget_s, min_rounds, max_rounds)
-    times = interleaved([impl], rounds, inner).times["copy"]
     if not np.array_equal(dst[:: max(1, nbytes // 4096)], src[:: max(1, nbytes // 4096)]):
         raise RuntimeError("the copy kernel did not copy")
+    return impl
+
+
+def copy_bandwidth(nbytes: int, threads: int, cache: Path, budget_s: float, min_rounds: int = 3, max_rounds: int = 20) -> dict:
+    """GB/s of a ``threads``-thread memcpy of ``nbytes`` (bytes read + bytes written, per second), by the
+    same interleaved sampling (one implementation: plain repeated samples): the machine's copy bandwidth
+    at one moment (the memory-bound rows are measured against a copy timed in their own rounds)."""
+    impl = copy_impl(nbytes, threads, cache)
+    inner, once = calibrate([impl], 0.02)
+    rounds = choose_rounds(inner, once, budget_s, min_rounds, max_rounds)
+    times = interleaved([impl], rounds, inner).times[COPY]
     gbps = [2 * nbytes / t / 1e9 for t in times]
     return {"bytes": nbytes, "threads": threads, "rounds": rounds, "GBps": quantiles(gbps)}
 
