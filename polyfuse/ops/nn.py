@@ -30,9 +30,17 @@ def sigmoid(x: Tensor) -> Tensor:
 
 
 def gelu_formula(v: Val) -> Val:
-    """The tanh form: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+    """The tanh form ``0.5 x (1 + tanh(u))``, ``u = sqrt(2/pi) (x + 0.044715 x^3)``, computed as the equal
+    ``x / (1 + exp(-2u))`` (``(1 + tanh(u)) / 2`` is the logistic function of ``2u``).
+
+    Why: one ``exp`` and one division, where the C target runs ``exp`` through explicit AVX-512 vectors
+    (``codegen/c_lanes.py``) and ``tanh`` costs an ``expm1``, a division and sign handling. Measured on the
+    2-core Emerald Rapids, gelu(x + b) + r at 4096 x 1024 f32, 2 threads, paired rounds: 0.91 of the time
+    of the tanh spelling, with a smaller error against float64 (median relative 2.7e-8 against 3.9e-8):
+    for negative ``x`` the tanh spelling loses digits in ``1 + tanh(u)``. The limits agree: ``x`` for
+    large ``x`` (``exp`` underflows to 0), ``-0`` for large negative ``x`` (``exp`` overflows)."""
     inner = GELU_C * (v + 0.044715 * v * v * v)
-    return 0.5 * v * (1.0 + unary("tanh", inner))
+    return v / (1.0 + unary("exp", -2.0 * inner))
 
 
 # Abramowitz & Stegun 7.1.26: erf(z) = 1 - t (a1 + t (a2 + ... + t a5)) exp(-z^2), t = 1 / (1 + p z), z >= 0;
