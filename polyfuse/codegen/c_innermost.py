@@ -3,7 +3,8 @@ sums and maxima into local scalars get ``#pragma omp simd reduction(...)`` (:fun
 each lane's running max free of NaN tests); array elements it adds into stay in scalar accumulators
 (``_element_reduction``); a loop proven free of dependences and walking memory contiguously gets a plain
 ``#pragma omp simd`` (``_simd_safe``); one that writes a streamed output is split around its
-non-temporal stores (``c_stream.py``). A mixin of ``codegen/c.py``'s printer, which provides ``_index``,
+non-temporal stores (``c_stream.py``); one that calls ``exp`` runs whole explicit AVX-512 vectors before
+its scalar loop (``c_lanes.py``). A mixin of ``codegen/c.py``'s printer, which provides ``_index``,
 ``_node``, ``program``, ``sched`` and the local scalars."""
 
 from __future__ import annotations
