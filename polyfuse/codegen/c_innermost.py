@@ -82,10 +82,15 @@ class InnermostLoopPrinter:
         plan = self.prefetch_plan
         if plan is None or not is_planned(plan, self, node):
             return None
-        body = self._node(node.for_get_body(), depth + 1, parallel)
-        lanes = [(op, name) for op, name in reductions if op in ("max", "min")]
-        body = lane_updates(body, lanes) if lanes else body
+        body = self._scalar_body(node, depth, parallel, reductions)
         return prefetch_lines(self, plan, node, depth, INDENT, pragma, reductions, body, lane_body(self, node))
+
+    def _scalar_body(self, node: isl.AstNode, depth: int, parallel: str | None,
+                     reductions: list[tuple[str, str]]) -> list[str]:
+        """The body of the loop ``node`` at ``depth + 1``, its maxima and minima as SIMD lane updates."""
+        body = self._node(node.for_get_body(), depth + 1, parallel)
+        extrema = [(op, name) for op, name in reductions if op in ("max", "min")]
+        return lane_updates(body, extrema) if extrema else body
 
     def _lanes(self, node: isl.AstNode, depth: int, parallel: str | None, pragma: list[str],
                reductions: list[tuple[str, str]]) -> list[str] | None:
@@ -94,11 +99,8 @@ class InnermostLoopPrinter:
         lanes = lane_body(self, node)
         if lanes is None:
             return None
-        body = self._node(node.for_get_body(), depth + 1, parallel)
-        extrema = [(op, name) for op, name in reductions if op in ("max", "min")]
-        body = lane_updates(body, extrema) if extrema else body
         self.uses_vectors = self.uses_lanes = True
-        return loop_lines(self, node, depth, INDENT, lanes, pragma, body)
+        return loop_lines(self, node, depth, INDENT, lanes, pragma, self._scalar_body(node, depth, parallel, reductions))
 
     def _element_reduction(self, node: isl.AstNode, depth: int, parallel: str | None) -> list[str] | None:
         """The innermost loop ``node`` with the array elements its statements fold values into (sums,

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polyfuse.codegen.ast import StatementCall, block_children, loop_schedule, statement_call
-from polyfuse.codegen.c_expressions import strip_parens
+from polyfuse.codegen.c_expressions import paren, strip_parens
 from polyfuse.codegen.c_openmp import simd_safe, statement_moves
 from polyfuse.codegen.c_stream import upper_bound
 from polyfuse.ir.expr import Binary, Const, Expr, Read, ScalarArg, Unary
@@ -119,7 +119,7 @@ def lane_body(printer, node: isl.AstNode) -> LaneBody | None:
     if schedule is None:
         return None
     calls = [statement_call(n) for n in nodes]
-    if not any(_calls_lane_function(c.statement.value) for c in calls):
+    if not any(isinstance(n, Unary) and n.op in LANE_FUNCTIONS for c in calls for n in c.statement.value.walk()):
         return None
     local = printer.local_scalars
     if not printer.sched.reassociate and _sums(calls, local):
@@ -161,7 +161,7 @@ class _Builder:
                 value = self._value(st.value, call, moves)
                 if value is None:
                     return None
-                out.append(f"{target}_vsum = {target}_vsum {st.op[0]} {_paren(value[0])};  /* {st.name} */")
+                out.append(f"{target}_vsum = {target}_vsum {st.op[0]} {paren(value[0])};  /* {st.name} */")
                 continue
             if target in local:  # a per-iteration temporary: written before any read in the iteration
                 value = self._value(st.value, call, moves) if st.op == "=" else None
@@ -184,7 +184,7 @@ class _Builder:
             if st.op == "=":
                 out.append(f"pf_vstore_f32({address}, {strip_parens(value[0])});  /* {st.name} */")
             elif st.op in _UPDATES:
-                out.append(f"pf_vstore_f32({address}, pf_vload_f32({address}) {_UPDATES[st.op]} {_paren(value[0])});  /* {st.name} */")
+                out.append(f"pf_vstore_f32({address}, pf_vload_f32({address}) {_UPDATES[st.op]} {paren(value[0])});  /* {st.name} */")
             else:
                 return None
             self.written.add(target)
@@ -244,25 +244,6 @@ def _sums(calls: Sequence[StatementCall], local: frozenset[str]) -> tuple[str, .
                and not any(a.array == name for k, a in enumerate(st.accesses) if k != st.target) for st in touching):
             out.append(name)
     return tuple(out)
-
-
-def _children(e: Expr) -> tuple[Expr, ...]:
-    out = []
-    for name in ("operand", "lhs", "rhs", "cond", "if_true", "if_false"):
-        child = getattr(e, name, None)
-        if isinstance(child, Expr):
-            out.append(child)
-    return tuple(out)
-
-
-def _calls_lane_function(e: Expr) -> bool:
-    if isinstance(e, Unary) and e.op in LANE_FUNCTIONS:
-        return True
-    return any(_calls_lane_function(c) for c in _children(e))
-
-
-def _paren(text: str) -> str:
-    return text if text.startswith("(") and strip_parens(text) != text or text.replace("_", "").isalnum() else f"({text})"
 
 
 def loop_lines(printer, node: isl.AstNode, depth: int, indent: str, lanes: LaneBody, pragma: Sequence[str],

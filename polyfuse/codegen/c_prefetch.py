@@ -99,11 +99,11 @@ def is_planned(plan: PrefetchPlan, printer: object, node: isl.AstNode) -> bool:
 
 def prefetch_lines(printer: object, plan: PrefetchPlan, node: isl.AstNode, depth: int, indent: str,
                    pragma: Sequence[str], reductions: Sequence[tuple[str, str]], body: list[str],
-                   lanes: LaneBody | None = None) -> list[str] | None:
+                   vector_body: LaneBody | None = None) -> list[str] | None:
     """The loop ``node`` strip-mined with next-row prefetches (module docstring), or ``None`` when it has
     nothing to prefetch or a bound it cannot strip. ``pragma`` and ``reductions`` are what the printer
     would print above the loop (``omp simd`` and its clauses), ``body`` its printed body (already at
-    ``depth + 1``), ``lanes`` its explicit vector body (``c_lanes.py``), if it has one: then each group
+    ``depth + 1``), ``vector_body`` its explicit vector body (``c_lanes.py``), if it has one: then each group
     of 16 floats is one vector where AVX-512 is there (``#if PF_EXPLICIT_SIMD``), its partial sums one vector."""
     program = printer.program  # type: ignore[attr-defined]
     bound = upper_bound(printer, node)
@@ -130,7 +130,6 @@ def prefetch_lines(printer: object, plan: PrefetchPlan, node: isl.AstNode, depth
             targets[text] = (acc.array, max(write, previous[1] if previous else 0))
     if not targets:
         return None
-    lanes_body = lanes
     lanes = STREAM_BYTES // min(itemsize(program, a) for a, _ in targets.values())
     op, ub = bound
     init = printer._index(node.for_get_init())  # type: ignore[attr-defined]
@@ -160,19 +159,19 @@ def prefetch_lines(printer: object, plan: PrefetchPlan, node: isl.AstNode, depth
         f"{two}}}",
         f"{one}}}",
     ]
-    if lanes_body is not None and lanes == LANES and set(lanes_body.sums) == {n for o, n in partial if o == "+"} \
+    if vector_body is not None and lanes == LANES and set(vector_body.sums) == {n for o, n in partial if o == "+"} \
             and all(o == "+" for o, _ in partial):
         groups = [
             f"#if {GUARD}",
             f"{one}{{",
-            *(f"{two}pf_vf32 {name}_vsum = pf_vset_f32(0.0f);" for name in lanes_body.sums),
+            *(f"{two}pf_vf32 {name}_vsum = pf_vset_f32(0.0f);" for name in vector_body.sums),
             f"{two}for (; {strip} + {lanes - 1} {op} {ub}; {strip} += {lanes}) {{",
             *(indent + line for line in prefetches),
             f"{three}const int64_t {it} = {strip};",
-            *lanes_body.lines(three),
+            *vector_body.lines(three),
             f"{two}}}",
             *(f"{two}for (int pf_lane = 0; pf_lane < {lanes}; pf_lane += 1) {name}_part[pf_lane] += {name}_vsum[pf_lane];"
-              for name in lanes_body.sums),
+              for name in vector_body.sums),
             f"{one}}}",
             "#else",
             *groups,
