@@ -5,8 +5,9 @@ What a user relies on: the results are those of the scalar build bit for bit (``
 ``$POLYFUSE_CFLAGS`` compiles the scalar loops only), over the whole range of ``exp`` and its special
 values, at lengths that leave every number of remainder lanes (1, 7, 16, 37, 129), in plain loops, loops
 with per-iteration temporaries, sums and next-row prefetches; and they equal the reference interpreter's.
-Loops the explicit form does not cover (f64, strided reads, ``tanh``, sums kept in order) keep their
-scalar form."""
+Loops that only reduce (a row's max, min or sum, no ``exp``) run four vector accumulators: maxima and minima
+bit for bit the scalar build's, sums within the reassociation's tolerance. Loops the explicit form does not
+cover (f64, strided reads, ``tanh``, sums kept in order) keep their scalar form."""
 
 from __future__ import annotations
 
@@ -58,6 +59,20 @@ def _strided_exp() -> pf.Program:
 def _tanh() -> pf.Program:
     g = pf.Graph("lanes_tanh")
     return g.build(y=ops.tanh(g.input("x", (R, D)) + 1.0))
+
+
+def _row_extrema() -> pf.Program:
+    """A row's max and min, each feeding the row's elements: one loop that only reduces, into two scalars."""
+    g = pf.Graph("lanes_extrema")
+    x = g.input("x", (R, D))
+    return g.build(y=x - x.max(axis=-1, keepdims=True), z=x - x.min(axis=-1, keepdims=True))
+
+
+def _row_sum_of_squares() -> pf.Program:
+    """A sum of per-iteration temporaries (``x * x``): rmsnorm's reduction."""
+    g = pf.Graph("lanes_sum_of_squares")
+    x = g.input("x", (R, D))
+    return g.build(y=x / (x * x).sum(axis=-1, keepdims=True))
 
 
 def _inputs(prog: pf.Program, sizes: dict[str, int], seed: int) -> dict[str, np.ndarray]:
@@ -178,3 +193,40 @@ def test_sums_kept_in_order_stay_scalar(monkeypatch):
     want = {"x": x.copy(), "y": np.zeros_like(x)}
     pf.reference(prog)(**want)
     np.testing.assert_allclose(got["y"], want["y"], rtol=2e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 7, 37, 64, 129, 200])
+def test_row_maxima_and_minima_run_four_accumulators_bit_for_bit(monkeypatch, d):
+    """Four independent vector maxima (minima) per row, folded into the scalar lane by lane: the order of a
+    max does not change its value, so the results are the scalar build's and the reference's exactly,
+    special values (NaN, infinities, signed zeros) included."""
+    prog, sizes = _row_extrema(), {"R": 33, "D": d}
+    args = _inputs(prog, sizes, d)
+    vector, text = _run(prog, sizes, args, monkeypatch)
+    if d >= 64:
+        assert f"t0_max_v{'max'}{c_lanes.UNROLL - 1} = PF_VMAXLANE_f32(" in text, text
+        assert f"t1_min_vmin{c_lanes.UNROLL - 1} = PF_VMINLANE_f32(" in text, text
+    scalar, _ = _run(prog, sizes, args, monkeypatch, "-DPF_EXPLICIT_SIMD=0")
+    want = {n: a.copy() for n, a in args.items()}
+    pf.reference(prog)(**want)
+    for name in ("y", "z"):
+        assert _same_bits(vector[name], scalar[name]), name
+        assert _same_bits(vector[name], want[name]), name
+
+
+@pytest.mark.parametrize("d", [1, 7, 37, 64, 129, 200])
+def test_row_sums_run_four_accumulators_within_the_reassociation_tolerance(monkeypatch, d):
+    prog, sizes = _row_sum_of_squares(), {"R": 33, "D": d}
+    rng = np.random.default_rng(d)
+    args = {"x": rng.uniform(-3, 3, (33, d)).astype(np.float32), "y": np.zeros((33, d), np.float32)}
+    vector, text = _run(prog, sizes, args, monkeypatch)
+    if d >= 64:
+        assert f"t1_sum_vsum{c_lanes.UNROLL - 1} = t1_sum_vsum{c_lanes.UNROLL - 1} + t0_mul_v;" in text, text
+        assert "pf_vexp_f32(" not in text.split("void lanes_sum_of_squares_kernel")[1]
+    want = {n: a.copy() for n, a in args.items()}
+    pf.reference(prog)(**want)
+    tol = 2e-7 * max(8, d)  # (a sum of d positive terms, reassociated: a few ulps per term at most)
+    np.testing.assert_allclose(vector["y"], want["y"], rtol=tol, atol=0)
+    exact, text = _run(prog, sizes, args, monkeypatch, reassociate=False)
+    assert "_vsum" not in text and "_vmax" not in text
+    np.testing.assert_array_equal(exact["y"], want["y"])

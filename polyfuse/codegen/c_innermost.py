@@ -4,8 +4,9 @@ each lane's running max free of NaN tests); array elements it adds into stay in 
 (``_element_reduction``); a loop proven free of dependences and walking memory contiguously gets a plain
 ``#pragma omp simd`` (``_simd_safe``); one that writes a streamed output is split around its
 non-temporal stores (``c_stream.py``); one that calls ``exp`` runs whole explicit AVX-512 vectors before
-its scalar loop (``c_lanes.py``). A mixin of ``codegen/c.py``'s printer, which provides ``_index``,
-``_node``, ``program``, ``sched`` and the local scalars."""
+its scalar loop, and one that reduces into a scalar runs four vector accumulators (``c_lanes.py``). A
+mixin of ``codegen/c.py``'s printer, which provides ``_index``, ``_node``, ``program``, ``sched`` and the
+local scalars."""
 
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ class InnermostLoopPrinter:
                reductions: list[tuple[str, str]]) -> list[str] | None:
         """The loop ``node`` as whole explicit vectors, then its scalar loop (``c_lanes.py``), where its body
         has an explicit vector form; else ``None``."""
-        lanes = lane_body(self, node)
+        lanes = lane_body(self, node, reductions)
         if lanes is None:
             return None
         self.uses_vectors = self.uses_lanes = True
