@@ -75,6 +75,13 @@ def _row_sum_of_squares() -> pf.Program:
     return g.build(y=x / (x * x).sum(axis=-1, keepdims=True))
 
 
+def _scaled_softmax() -> pf.Program:
+    """softmax(x * s): the row's max loop also stores the products (an array written beside a reduction)."""
+    g = pf.Graph("lanes_scaled_softmax")
+    x, sc = g.input("x", (R, D)), g.input("s", (R, D))
+    return g.build(p=ops.softmax(x * sc, axis=-1))
+
+
 def _inputs(prog: pf.Program, sizes: dict[str, int], seed: int) -> dict[str, np.ndarray]:
     """Inputs over exp's whole range with the special values spread through them, and NaN-filled outputs."""
     rng = np.random.default_rng(seed)
@@ -230,3 +237,19 @@ def test_row_sums_run_four_accumulators_within_the_reassociation_tolerance(monke
     exact, text = _run(prog, sizes, args, monkeypatch, reassociate=False)
     assert "_vsum" not in text and "_vmax" not in text
     np.testing.assert_array_equal(exact["y"], want["y"])
+
+
+@pytest.mark.parametrize("d", [1, 7, 37, 64, 129, 200])
+def test_a_loop_storing_beside_its_maximum_runs_four_accumulators(monkeypatch, d):
+    """The stores of each unrolled copy go to its own 16 elements, which its maximum then reads back."""
+    prog, sizes = _scaled_softmax(), {"R": 33, "D": d}
+    rng = np.random.default_rng(d)
+    args = {"x": rng.uniform(-6, 6, (33, d)).astype(np.float32), "s": rng.uniform(-2, 2, (33, d)).astype(np.float32),
+            "p": np.zeros((33, d), np.float32)}
+    got, text = _run(prog, sizes, args, monkeypatch)
+    if d >= 64:
+        assert "t1_softmax_max_vmax3 = PF_VMAXLANE_f32(" in text and "pf_vstore_f32(&t0_mul[" in text, text
+    want = {n: a.copy() for n, a in args.items()}
+    pf.reference(prog)(**want)
+    tol = 2e-6 * max(8, d)
+    np.testing.assert_allclose(got["p"], want["p"], rtol=tol, atol=tol)
