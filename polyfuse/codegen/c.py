@@ -94,15 +94,19 @@ def _label(kernel: object) -> str:
 
 
 class FlatCDialect(CDialect):
-    """C spelling with row-major linearised array accesses; local scalars are accessed by name alone."""
+    """C spelling with row-major linearised array accesses; local scalars are accessed by name alone, row
+    buffers (``schedule/row_buffers.py``: one row of an output per thread) by the last subscript."""
 
-    def __init__(self, arrays: dict[str, Array], local_scalars: frozenset[str]) -> None:
+    def __init__(self, arrays: dict[str, Array], local_scalars: frozenset[str], row_buffers: frozenset[str] = frozenset()) -> None:
         self.shapes = {name: tuple(size_to_c(s) for s in a.shape) for name, a in arrays.items()}
         self.local_scalars = local_scalars
+        self.row_buffers = row_buffers
 
     def access(self, array: str, indices: Sequence[str]) -> str:
         if array in self.local_scalars:
             return array
+        if array in self.row_buffers:
+            return f"{array}[{strip_parens(indices[-1])}]"
         if array not in self.shapes:
             raise CodegenError(f"an access to {array!r}, which is not an array of the program")
         if not indices:
@@ -131,8 +135,11 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         self.local_scalars = frozenset(
             n for n, a in arrays.items() if a.role == "temp" and (a.ndim == 0 or n in sched.contracted)
         )
-        self.buffered_temps = tuple(n for n, a in arrays.items() if a.role == "temp" and n not in self.local_scalars)
-        self.dialect = FlatCDialect(dict(arrays), self.local_scalars)
+        self.row_buffers = {rb.buffer: rb.length for rb in sched.row_buffers}  # name -> elements (one row)
+        self.buffered_temps = tuple(n for n, a in arrays.items()
+                                    if a.role == "temp" and n not in self.local_scalars and n not in self.row_buffers)
+        self.per_thread = sched.contracted | frozenset(self.row_buffers)  # (each parallel loop declares its own)
+        self.dialect = FlatCDialect(dict(arrays), self.local_scalars, frozenset(self.row_buffers))
         context = _params_context(self.program, sched.params)
         # Parallel marks carry their schedule depth, so the printer can recognise the marked loop by name.
         self.ast = build_ast(self.program, annotate_parallel_marks(sched.tree), context=context)
@@ -147,7 +154,8 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         self.in_region = False  # printing inside a host loop's ``omp parallel`` region
         self._deps: isl.UnionMap | None = None  # every dependence of the program (``_simd_safe``), on first use
         self._lane_deps: isl.UnionMap | None = None  # those through arrays, not local scalars (``c_lanes.py``)
-        self.streamed = streamed_arrays(self.program, sched.kernels, sched.params, self.local_scalars)
+        self.streamed = streamed_arrays(self.program, sched.kernels, sched.params,
+                                        self.local_scalars | frozenset(self.row_buffers))
         self.uses_streams = False  # a loop was printed with streaming stores (``c_stream.py``)
         self.stream_unfenced = False  # ... and no fence follows it yet
         self.prefetch_plan: PrefetchPlan | None = None  # the row loop being printed prefetches its next row (c_prefetch.py)
@@ -191,6 +199,9 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
             lines.append(f" *   local scalars (no buffer): {', '.join(sorted(self.local_scalars))}")
         if self.buffered_temps:
             lines.append(f" *   temporaries allocated by the caller: {', '.join(self.buffered_temps)}")
+        for rb in self.sched.row_buffers:
+            lines.append(f" *   row buffer {rb.buffer}: one row of {rb.array} per thread ({rb.length} elements), "
+                         f"so that {rb.array} is written once")
         lines.append(" */")
         return lines
 
@@ -215,7 +226,10 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         return f"{const}{arg.dtype.c_name} *restrict {arg.name}"
 
     def _declare_local(self, name: str) -> str:
-        return f"{self.program.arrays[name].dtype.c_name} {name};"
+        ctype = self.program.arrays[name].dtype.c_name
+        if name in self.row_buffers:
+            return f"{ctype} {name}[{self.row_buffers[name]}] __attribute__((aligned(64)));"
+        return f"{ctype} {name};"
 
     # ----- where local scalars live -------------------------------------------------------------
     def _scan(self, node: isl.AstNode, loop: int | None, parallel: str | None) -> None:
@@ -245,7 +259,8 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
                 self.started[info.statement] = self.started.get(info.statement, True) and printed
             self._scan(node.mark_get_node(), loop, self._parallel_below(node, parallel) if loop is None else None)
         elif t == isl.ast_node_type.user:
-            used = {a.array for a in statement_call(node).statement.accesses if a.array in self.local_scalars}
+            used = {a.array for a in statement_call(node).statement.accesses
+                    if a.array in self.local_scalars or a.array in self.row_buffers}
             (self.usage.per_loop[loop] if loop is not None else self.usage.outside).update(used)
 
     def _function_scope_scalars(self) -> set[str]:
@@ -255,14 +270,14 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         out = set(self.usage.outside)
         seen: set[str] = set()
         for names in self.usage.per_loop.values():
-            out |= (names & seen) - self.sched.contracted
+            out |= (names & seen) - self.per_thread
             seen |= names
         return out
 
     def _private_scalars(self, loop: int) -> list[str]:
         """The local scalars the parallel loop number ``loop`` declares in its body (one copy per thread)."""
         used = self.usage.per_loop.get(loop, set())
-        return sorted((used - self.function_scalars) | (used & self.sched.contracted))
+        return sorted((used - self.function_scalars) | (used & self.per_thread))
 
     # ----- statements and control flow ----------------------------------------------------------
     def _parallel_below(self, mark: isl.AstNode, parallel: str | None) -> str | None:

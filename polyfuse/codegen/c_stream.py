@@ -229,6 +229,7 @@ def _read_ahead(printer: object, calls: Sequence, schedule: isl.UnionMap, it: st
         stmt = call.statement
         for k, (acc, moves) in enumerate(zip(stmt.accesses, statement_moves(schedule, stmt))):
             if (k == stmt.target or acc.array in printer.local_scalars  # type: ignore[attr-defined]
+                    or acc.array in printer.row_buffers  # type: ignore[attr-defined]  # (one row, in L1)
                     or moves is None or moves[-1:] != [1] or any(moves[:-1])
                     or (array_bytes(program, acc.array, printer.sched.params) or 0) < l2):  # type: ignore[attr-defined]
                 continue

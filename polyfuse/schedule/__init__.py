@@ -17,7 +17,10 @@ The passes, in order, each a function from one value to the next, in the sub-pac
 6. CUDA: cooperative rows (``mapping/rows.py``, re-checked), data movement (``movement/data_movement.py``)
    and row staging (``mapping/row_staging.py``);
 7. for ``"smart"``: per-kernel fusion by traffic and register micro-tiles (``fusion/smart.py``), then the
-   fusion decisions (``fusion/explain.py``).
+   fusion decisions (``fusion/explain.py``);
+8. on the chosen schedule: C contractions' initialisations into their tiles (``tiling/init_fold.py``), C
+   row buffers for outputs rewritten in place (``row_buffers.py``: storage only, the tree unchanged), CUDA
+   shared reductions (``mapping/block_reductions.py``, ``mapping/vector_sums.py``).
 
 The C and CUDA targets share the tiling levels of ``tiling/``. Every stage runs under an isl operation
 budget; past it the policy falls back (``IslBudget`` in ``fusion/scheduler.py``), down to the source
@@ -72,6 +75,7 @@ from polyfuse.schedule.model import BASE_KEY, FOLD_KEY, ROWS_FUSED, Schedule
 from polyfuse.schedule.movement.data_movement import data_movement
 from polyfuse.schedule.pivots import split_pivots
 from polyfuse.schedule.privatize import contract, temporaries
+from polyfuse.schedule.row_buffers import row_buffers
 from polyfuse.schedule.text import read_schedule
 from polyfuse.schedule.tiling.cuda_microtile import cuda_candidate
 from polyfuse.schedule.tiling.init_fold import fold_initialisations
@@ -217,6 +221,8 @@ def schedule(
                          "so the reordering that exposed that parallelism (e.g. a wavefront) would only cost locality: "
                          "the program runs in its source order")
     best, more, folded = _with_folds(best)  # C: contractions' initialisations into their tiles
+    notes += more
+    best, more = row_buffers(best)  # C: outputs rewritten in place keep their rows in per-thread buffers
     notes += more
     best = block_reductions(best, bool(reassociate))  # CUDA: reductions into one element shared by the threads
     best = vector_sums(best, bool(reassociate))  # CUDA: sums into a vector shared by many threads

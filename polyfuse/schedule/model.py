@@ -125,6 +125,17 @@ class Buffer:
         return n
 
 
+@dataclass(frozen=True)
+class RowBuffer:
+    """C: the temporary ``buffer`` standing in for output ``array`` within the rows of ``kernel``, one row of
+    ``length`` elements per thread (``schedule/row_buffers.py``)."""
+
+    buffer: str
+    array: str
+    length: int
+    kernel: str
+
+
 @dataclass(frozen=True, eq=False)
 class Promotion:
     """Data movement added for code generation (``schedule/movement/promotion.py``).
@@ -173,6 +184,7 @@ class Schedule:
     decide: Callable[[], tuple[FusionDecision, ...]] | None = field(default=None, repr=False)
     notes: tuple[str, ...] = ()
     promotion: Promotion | None = None
+    row_buffers: tuple[RowBuffer, ...] = ()  # C: outputs whose rows are kept in per-thread buffers (row_buffers.py)
     reassociate: bool = True  # float reductions may be reassociated / contracted (``pf.schedule(reassociate=)``)
     _lazy: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
