@@ -105,10 +105,12 @@ def test_rows_in_buffers_equal_the_reference_and_the_unbuffered_bits(large, monk
     want = _reference(prog, args)
     tol = 2e-6 * max(8, d)
     np.testing.assert_allclose(got["y"], want["y"], rtol=tol, atol=tol)
+    buffered = sched
     monkeypatch.setattr(row_buffers, "MAX_ROW_BYTES", 0)  # the same schedule without buffers
     plain, sched, _ = _run(prog, sizes, args)
     assert not sched.row_buffers
     np.testing.assert_array_equal(got["y"], plain["y"])
+    assert buffered.traffic().total_bytes == sched.traffic().total_bytes  # (the buffer is not memory traffic)
 
 
 def test_without_reassociation_the_buffers_change_no_bit(large, monkeypatch):

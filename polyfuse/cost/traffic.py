@@ -150,7 +150,8 @@ def traffic(sched, params: Mapping[str, int] | None = None) -> TrafficReport:
     """The :class:`TrafficReport` of ``sched`` (a :class:`~polyfuse.schedule.model.Schedule`) at its own
     sizes, overridden or completed by ``params``."""
     sizes = {**dict(sched.params), **dict(params or {})}
-    return program_traffic(sched.program, sched.tree, sched.kernels, sched.contracted, sizes)
+    on_chip = sched.contracted | {rb.buffer for rb in sched.row_buffers}  # (a row buffer stays in L1, as a scalar does)
+    return program_traffic(sched.program, sched.tree, sched.kernels, on_chip, sizes)
 
 
 def _bytes(n: int) -> str:
