@@ -8,7 +8,7 @@ host loop around two kernels is just a loop around two blocks, and local scalars
 What the printer relies on (see :mod:`polyfuse.schedule.model` for the tree conventions):
 
 * loops, conditions and every index come from the isl AST of :func:`polyfuse.codegen.ast.build_ast`, printed
-  through :class:`FlatCDialect`, which linearises ``A[i][j]`` into ``A[i * M + j]`` from the array's shape
+  through :class:`~polyfuse.codegen.c_expressions.FlatCDialect`, which linearises ``A[i][j]`` into ``A[i * M + j]`` from the array's shape
   (its :class:`~polyfuse.types.SizeExpr` entries are affine in the size params, which are ``int64_t``
   arguments of the same names);
 * the outermost ``for`` below a ``parallel`` mark gets ``#pragma omp parallel for``; loop iterators are
@@ -27,7 +27,6 @@ What the printer relies on (see :mod:`polyfuse.schedule.model` for the tree conv
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -35,7 +34,6 @@ import islpy as isl
 from polyfuse.codegen import c_math
 from polyfuse.codegen.ast import (
     C_HELPERS,
-    CDialect,
     block_children,
     build_ast,
     expr_ids,
@@ -44,7 +42,7 @@ from polyfuse.codegen.ast import (
     loop_schedule,
     statement_call,
 )
-from polyfuse.codegen.c_expressions import VALUE_HELPERS, ValuePrinter, paren, strip_parens
+from polyfuse.codegen.c_expressions import VALUE_HELPERS, FlatCDialect, ValuePrinter, strip_parens
 from polyfuse.codegen.c_innermost import INDENT, INDEX_TYPE, InnermostLoopPrinter, lane_updates
 from polyfuse.codegen.c_jam import jam_lines
 from polyfuse.codegen.c_lanes import LANE_HELPERS
@@ -63,12 +61,11 @@ from polyfuse.codegen.c_stream import STREAM_HELPERS, fence_parallel_loop, strea
 from polyfuse.codegen.c_vector import VECTOR_HELPERS
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
-from polyfuse.ir.program import Array, Program
+from polyfuse.ir.program import Program
 from polyfuse.schedule.model import KERNEL_MARK, PARALLEL_MARK, Kernel, Schedule
 from polyfuse.schedule.tiling.init_fold import FOLDED_INIT_MARK
 from polyfuse.schedule.tiling.jam import JAM_MARK
 from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
-from polyfuse.types import SizeExpr
 
 SINGLE_LABEL = "one thread of the team: omp single"
 """The label of a kernel block that one thread of a host loop's parallel region runs (``runtime/profile.py``
@@ -79,42 +76,9 @@ def generate_c(sched: Schedule) -> Code:
     return _CPrinter(sched).code()
 
 
-def size_to_c(size: SizeExpr) -> str:
-    """A shape entry as a C expression over the size params, e.g. ``(2 * N + 1)``."""
-    parts = [name if c == 1 else f"{c} * {name}" for name, c in size.terms]
-    if size.constant or not parts:
-        parts.append(str(size.constant))
-    text = " + ".join(parts).replace("+ -", "- ")
-    return text if len(parts) == 1 and " " not in text else f"({text})"
-
-
 def _label(kernel: object) -> str:
     """The comment that opens a kernel's block (``runtime/profile.py`` finds kernels by it)."""
     return f"kernel {kernel.name}: {', '.join(kernel.statements)}" if isinstance(kernel, Kernel) else "kernel"
-
-
-class FlatCDialect(CDialect):
-    """C spelling with row-major linearised array accesses; local scalars are accessed by name alone, row
-    buffers (``schedule/row_buffers.py``: one row of an output per thread) by the last subscript."""
-
-    def __init__(self, arrays: dict[str, Array], local_scalars: frozenset[str], row_buffers: frozenset[str] = frozenset()) -> None:
-        self.shapes = {name: tuple(size_to_c(s) for s in a.shape) for name, a in arrays.items()}
-        self.local_scalars = local_scalars
-        self.row_buffers = row_buffers
-
-    def access(self, array: str, indices: Sequence[str]) -> str:
-        if array in self.local_scalars:
-            return array
-        if array in self.row_buffers:
-            return f"{array}[{strip_parens(indices[-1])}]"
-        if array not in self.shapes:
-            raise CodegenError(f"an access to {array!r}, which is not an array of the program")
-        if not indices:
-            return f"{array}[0]"
-        flat = indices[0] if len(indices) > 1 else strip_parens(indices[0])
-        for extent, index in zip(self.shapes[array][1:], indices[1:]):
-            flat = f"{paren(flat)} * {extent} + {index}"
-        return f"{array}[{flat}]"
 
 
 @dataclass

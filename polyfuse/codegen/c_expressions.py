@@ -2,20 +2,24 @@
 loops around it). Python's and numpy's semantics are kept where C spells an operation differently: floor
 division and modulo (:data:`VALUE_HELPERS`), integer promotion of 8- and 16-bit types (wrapped back to
 their type), unsigned operations; float intrinsics print as the vectorisable functions of
-:mod:`polyfuse.codegen.c_math`, of which the printer records the parts used."""
+:mod:`polyfuse.codegen.c_math`, of which the printer records the parts used. Array accesses are spelled
+by :class:`FlatCDialect` (row-major linearised, local scalars by name, row buffers by their last
+subscript)."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 import islpy as isl
 
 from polyfuse.codegen import c_math
-from polyfuse.codegen.ast import StatementCall
+from polyfuse.codegen.ast import CDialect, StatementCall
 from polyfuse.errors import CodegenError
 from polyfuse.ir.expr import Binary, Cast, Compare, Const, Expr, IndexValue, Logical, Read, ScalarArg, Unary, Where
-from polyfuse.types import DType
+from polyfuse.ir.program import Array
+from polyfuse.types import DType, SizeExpr
 
 VALUE_HELPERS = """\
 static inline int32_t pf_floordiv_i32(int32_t a, int32_t b) { int32_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
@@ -163,3 +167,36 @@ def strip_parens(text: str) -> str:
         if depth == 0 and k < len(text) - 1:
             return text
     return text[1:-1]
+
+
+def size_to_c(size: SizeExpr) -> str:
+    """A shape entry as a C expression over the size params, e.g. ``(2 * N + 1)``."""
+    parts = [name if c == 1 else f"{c} * {name}" for name, c in size.terms]
+    if size.constant or not parts:
+        parts.append(str(size.constant))
+    text = " + ".join(parts).replace("+ -", "- ")
+    return text if len(parts) == 1 and " " not in text else f"({text})"
+
+
+class FlatCDialect(CDialect):
+    """C spelling with row-major linearised array accesses; local scalars are accessed by name alone, row
+    buffers (``schedule/row_buffers.py``: one row of an output per thread) by the last subscript."""
+
+    def __init__(self, arrays: dict[str, Array], local_scalars: frozenset[str], row_buffers: frozenset[str] = frozenset()) -> None:
+        self.shapes = {name: tuple(size_to_c(s) for s in a.shape) for name, a in arrays.items()}
+        self.local_scalars = local_scalars
+        self.row_buffers = row_buffers
+
+    def access(self, array: str, indices: Sequence[str]) -> str:
+        if array in self.local_scalars:
+            return array
+        if array in self.row_buffers:
+            return f"{array}[{strip_parens(indices[-1])}]"
+        if array not in self.shapes:
+            raise CodegenError(f"an access to {array!r}, which is not an array of the program")
+        if not indices:
+            return f"{array}[0]"
+        flat = indices[0] if len(indices) > 1 else strip_parens(indices[0])
+        for extent, index in zip(self.shapes[array][1:], indices[1:]):
+            flat = f"{paren(flat)} * {extent} + {index}"
+        return f"{array}[{flat}]"
