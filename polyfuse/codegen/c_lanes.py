@@ -72,7 +72,8 @@ max has a latency of 4 cycles, so a single accumulator holds the loop to one vec
 quarter of the two loads per cycle it could issue. (``exp``'s own latency hides one accumulator's.)"""
 
 _EXTREMUM = {"max": "PF_VMAXLANE_f32", "min": "PF_VMINLANE_f32"}
-_IDENTITY = {"max": "-INFINITY", "min": "INFINITY"}
+IDENTITY = {"+": "0", "max": "-INFINITY", "min": "INFINITY"}
+"""The starting value of each partial result of a reduction, per operator (here and in ``c_prefetch.py``)."""
 
 LANE_HELPERS = """\
 #if !defined(PF_EXPLICIT_SIMD)  /* -DPF_EXPLICIT_SIMD=0 keeps the scalar loops only */
@@ -155,11 +156,11 @@ def lane_body(printer, node: isl.AstNode, reductions: Sequence[tuple[str, str]] 
     calls = [statement_call(n) for n in nodes]
     local = printer.local_scalars
     extrema = tuple((op, name) for op, name in reductions if op in _EXTREMUM)
-    reduced = {name for _, name in extrema} | set(_sums(calls, local))
+    sums = _sums(calls, local)
     calls_exp = any(isinstance(n, Unary) and n.op in LANE_FUNCTIONS for c in calls for n in c.statement.value.walk())
-    if not (calls_exp or reduced):
+    if not (calls_exp or sums or extrema):
         return None  # (elsewhere GCC's own vectorisation is as good)
-    if not printer.sched.reassociate and _sums(calls, local):
+    if not printer.sched.reassociate and sums:
         return None  # (partial sums per lane reassociate the sum)
     stmts = [c.statement for c in calls]
     deps = getattr(printer, "_lane_deps", None)
@@ -318,7 +319,7 @@ def loop_lines(printer, node: isl.AstNode, depth: int, indent: str, lanes: LaneB
     n = lanes.unroll
     suffixes = [str(k) if k else "" for k in range(n)]
     accumulators = [(f"{name}_vsum", "0.0f", None, f"{name} += {name}_vsum[pf_lane];") for name in lanes.sums]
-    accumulators += [(f"{name}_v{o}", _IDENTITY[o], _EXTREMUM[o], f"{name} = pf_f{o}_lane_f32({name}, {name}_v{o}[pf_lane]);")
+    accumulators += [(f"{name}_v{o}", IDENTITY[o], _EXTREMUM[o], f"{name} = pf_f{o}_lane_f32({name}, {name}_v{o}[pf_lane]);")
                      for o, name in lanes.extrema]
     lines += [f"{two}pf_vf32 {acc}{k} = pf_vset_f32({identity});" for acc, identity, _, _ in accumulators for k in suffixes]
     lines.append(f"{two}for (; {start} + {LANES * n - 1} {op} {ub}; {start} += {LANES * n}) {{")

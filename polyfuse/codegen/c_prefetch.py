@@ -36,7 +36,7 @@ import islpy as isl
 from polyfuse.codegen import c_stream
 from polyfuse.codegen.ast import block_children, loop_schedule, statement_call
 from polyfuse.codegen.c_expressions import replace_identifier
-from polyfuse.codegen.c_lanes import GUARD, LANES, LaneBody
+from polyfuse.codegen.c_lanes import GUARD, IDENTITY, LANES, LaneBody
 from polyfuse.codegen.c_openmp import holds_loop, statement_moves, user_nodes
 from polyfuse.codegen.c_stream import STREAM_BYTES, upper_bound, work_per_byte
 from polyfuse.cost.traffic import array_bytes, itemsize
@@ -46,9 +46,6 @@ PREFETCH_WORK_PER_BYTE = 0.5
 (``c_stream.OPERATION_WEIGHT``): softmax's ``exp`` loop does 1.75 (its max and scaling loops 0.25 and
 0.125), layernorm's variance loop 0.75 (its mean loop 0.25, its output loop 0.5 per byte of ``x`` and
 ``y``, where ``x`` comes from L1)."""
-
-IDENTITY = {"+": "0", "max": "-INFINITY", "min": "INFINITY"}
-"""The starting value of each partial result of a reduction, per operator."""
 
 
 @dataclass(frozen=True)

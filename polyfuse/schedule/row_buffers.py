@@ -75,10 +75,10 @@ def row_buffers(sched: Schedule) -> tuple[Schedule, list[str]]:
         band = _parallel_band(mark)
         if not isinstance(kernel, Kernel) or band is None:
             continue
-        names = _candidates(prog, kernel)
-        rows = prefix_through(band, band.band_n_member()) if names else None
-        for name in names:
-            final = _final_writer(prog, kernel, name, rows, sched)
+        candidates = _candidates(prog, kernel)
+        rows = prefix_through(band, band.band_n_member()) if candidates else None
+        for name, users in candidates.items():
+            final = _final_writer(prog, kernel, name, users, rows, sched)
             buffer = f"{name}_row"
             if final is not None and buffer not in prog.arrays and buffer not in prog.scalars:
                 length = prog.arrays[name].concrete_shape(sched.params)[-1]
@@ -104,29 +104,31 @@ def _parallel_band(mark: isl.ScheduleNode) -> isl.ScheduleNode | None:
     return node if parallel and node.get_type() == T.band else None
 
 
-def _candidates(prog: Program, kernel: Kernel) -> list[str]:
-    """Outputs with two or more writers, all of whose accesses are in ``kernel``."""
-    out = []
+def _candidates(prog: Program, kernel: Kernel) -> dict[str, list[Statement]]:
+    """Outputs with two or more writers, all of whose accesses are in ``kernel``: each with the statements
+    accessing it."""
+    out = {}
     for name, array in prog.arrays.items():
         if array.role != "output" or array.ndim < 1 or itemsize(prog, name) not in (4, 8):
             continue
         users = [st for st in prog.statements if any(a.array == name for a in st.accesses)]
         writers = [st for st in users if st.write.array == name]
         if len(writers) >= 2 and all(st.name in kernel.statements for st in users):
-            out.append(name)
+            out[name] = users
     return out
 
 
-def _final_writer(prog: Program, kernel: Kernel, name: str, rows: isl.UnionMap, sched: Schedule) -> Statement | None:
+def _final_writer(prog: Program, kernel: Kernel, name: str, users: list[Statement], rows: isl.UnionMap,
+                  sched: Schedule) -> Statement | None:
     """``F`` of the module docstring for output ``name``, where conditions 1-4 hold; else ``None``."""
     length_bytes = prog.arrays[name].concrete_shape(sched.params)[-1] * itemsize(prog, name)
     touched = {a.array for st in prog.statements if st.name in kernel.statements for a in st.accesses}
     data = sum(array_bytes(prog, a, sched.params) or 0 for a in touched - set(sched.contracted))
     if not MIN_ROW_BYTES <= length_bytes <= MAX_ROW_BYTES or data < min_bytes():
         return None  # (condition 4 first: it costs no isl)
-    users = [st for st in prog.statements if any(a.array == name for a in st.accesses)]
-    rows = rows.intersect_domain(_domains(users, prog))
-    flat = sched.tree.get_map().intersect_domain(_domains(users, prog))
+    domain = _domains(users, prog)
+    rows = rows.intersect_domain(domain)
+    flat = sched.tree.get_map().intersect_domain(domain)
     final = None
     for st in (s for s in users if s.write.array == name and s.op == "="):
         own = st.write.relation
