@@ -42,6 +42,7 @@ from polyfuse.codegen.ast import (
     loop_schedule,
     statement_call,
 )
+from polyfuse.codegen.c_balance import schedule_clause
 from polyfuse.codegen.c_expressions import VALUE_HELPERS, FlatCDialect, ValuePrinter, strip_parens
 from polyfuse.codegen.c_innermost import INDENT, INDEX_TYPE, InnermostLoopPrinter, lane_updates
 from polyfuse.codegen.c_jam import jam_lines
@@ -57,7 +58,7 @@ from polyfuse.codegen.c_openmp import (
 )
 from polyfuse.codegen.c_prefetch import PrefetchPlan, plan_prefetch
 from polyfuse.codegen.c_shift import shift_helpers
-from polyfuse.codegen.c_stream import STREAM_HELPERS, fence_parallel_loop, streamed_arrays
+from polyfuse.codegen.c_stream import STREAM_HELPERS, exceeds_cache, fence_parallel_loop, streamed_arrays
 from polyfuse.codegen.c_vector import VECTOR_HELPERS
 from polyfuse.codegen.code import Argument, Code
 from polyfuse.errors import CodegenError
@@ -116,6 +117,7 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         self.shifts: set[tuple[str, int]] = set()  # (type, offset) of the shifted reads printed (``c_shift.py``)
         self.in_kernel = False  # printing below a kernel mark
         self.in_region = False  # printing inside a host loop's ``omp parallel`` region
+        self.memory_bound = False  # the kernel being printed touches more than the cache holds (``c_balance.py``)
         self._deps: isl.UnionMap | None = None  # every dependence of the program (``_simd_safe``), on first use
         self._lane_deps: isl.UnionMap | None = None  # those through arrays, not local scalars (``c_lanes.py``)
         self.streamed = streamed_arrays(self.program, sched.kernels, sched.params,
@@ -313,8 +315,10 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
             if self._runs_single(node):
                 return self._single([node], depth)
             self.in_kernel = True
+            self.memory_bound = isinstance(ident.user, Kernel) and exceeds_cache(
+                self.program, ident.user, self.sched.params, self.local_scalars | frozenset(self.row_buffers))
             body = self._node(node.mark_get_node(), depth + 1, None) + self._fence(depth + 1)
-            self.in_kernel = False
+            self.in_kernel = self.memory_bound = False
             return [f"{pad}/* {label} */", f"{pad}{{", *body, f"{pad}}}"]
         if name == MICROTILE_MARK:
             lines = microtile_lines(self, node, depth)
@@ -372,7 +376,7 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
             inner = node.for_get_body() if collapse else node
             check_openmp_loop(self.program, loop_schedule(inner), 2 if collapse else 1, private)
             construct = "for" if self.in_region else "parallel for"
-            lines.append(f"{pad}#pragma omp {construct} schedule(static){collapse}")
+            lines.append(f"{pad}#pragma omp {construct} {schedule_clause(node, bool(collapse), self.memory_bound)}{collapse}")
         elif not node.for_is_degenerate():
             whole, pragma, reductions = self._innermost(node, depth, parallel)
             if whole is not None:

@@ -120,6 +120,14 @@ def cache_limits() -> tuple[int, int]:
     return machine.cache_sizes()[1], machine.streaming_threshold()
 
 
+def exceeds_cache(program: Program, kernel: Kernel, params: Mapping[str, int], local: frozenset[str]) -> bool:
+    """Whether ``kernel`` touches at least the streaming threshold's bytes at ``params`` (False where a size
+    is not given): its data comes from memory, whichever core reads it."""
+    if any(p not in params for p in program.params):
+        return False
+    return _footprint(program, kernel, params, local) >= cache_limits()[1]
+
+
 def _footprint(program: Program, kernel: Kernel, params: Mapping[str, int], local: frozenset[str]) -> int:
     """Bytes of every array that the statements of ``kernel`` touch, whole (an upper bound that is exact
     for the row-wise and elementwise kernels that stream)."""
