@@ -147,3 +147,24 @@ def test_trip_count_reads_integer_bounds_only():
                        ("[n] -> { S[i] -> [i] : 0 <= i < n }", None)]:
         node = build.node_from_schedule_map(isl.UnionMap.read_from_str(ctx, text))
         assert c_balance.trip_count(node) == want, text
+
+
+def test_a_micro_tile_under_a_host_loop_keeps_the_static_schedule():
+    """doitgen launches its contraction once per (r, q): a dynamic loop would pay its work-share record at
+    every launch and move ``sum`` between cores before the next kernel reads it. gemm launches once."""
+    from tests.kernels import BY_NAME, inputs
+
+    for name, dynamic in (("doitgen", False), ("gemm", True)):
+        kernel = BY_NAME[name]
+        prog = pf.from_c(str(kernel.path), function=kernel.function, defines=kernel.defines, assume=kernel.assume)
+        text = pf.codegen(pf.schedule(prog, target="c")).text
+        assert "acc_0_0" in text and ("schedule(dynamic)" in _schedules(text)) == dynamic, name
+        data = inputs(kernel)
+        got = {n: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for n, v in data.items()}
+        want = {n: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for n, v in data.items()}
+        sizes = {p: kernel.sizes[p.upper()] for p in prog.params}
+        pf.compile(prog, target="c", threads=2)(**{n: got[n] for n in prog.arguments}, **sizes)
+        pf.reference(prog)(**{n: want[n] for n in prog.arguments}, **sizes)
+        for n in prog.arguments:
+            if isinstance(want[n], np.ndarray):
+                np.testing.assert_allclose(got[n], want[n], rtol=1e-9, atol=1e-9)

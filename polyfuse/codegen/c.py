@@ -117,7 +117,9 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         self.shifts: set[tuple[str, int]] = set()  # (type, offset) of the shifted reads printed (``c_shift.py``)
         self.in_kernel = False  # printing below a kernel mark
         self.in_region = False  # printing inside a host loop's ``omp parallel`` region
-        self.memory_bound = False  # the kernel being printed touches more than the cache holds (``c_balance.py``)
+        self.host_loops = 0  # host loops around the node being printed
+        self.balanced = False  # the kernel being printed runs once per call: its loop may be dealt dynamically (``c_balance.py``)
+        self.memory_bound = False  # ... and it touches more than the cache holds
         self._deps: isl.UnionMap | None = None  # every dependence of the program (``_simd_safe``), on first use
         self._lane_deps: isl.UnionMap | None = None  # those through arrays, not local scalars (``c_lanes.py``)
         self.streamed = streamed_arrays(self.program, sched.kernels, sched.params,
@@ -315,10 +317,11 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
             if self._runs_single(node):
                 return self._single([node], depth)
             self.in_kernel = True
-            self.memory_bound = isinstance(ident.user, Kernel) and exceeds_cache(
+            self.balanced = not self.host_loops and isinstance(ident.user, Kernel)  # (launched once per call)
+            self.memory_bound = self.balanced and exceeds_cache(
                 self.program, ident.user, self.sched.params, self.local_scalars | frozenset(self.row_buffers))
             body = self._node(node.mark_get_node(), depth + 1, None) + self._fence(depth + 1)
-            self.in_kernel = self.memory_bound = False
+            self.in_kernel = self.balanced = self.memory_bound = False
             return [f"{pad}/* {label} */", f"{pad}{{", *body, f"{pad}}}"]
         if name == MICROTILE_MARK:
             lines = microtile_lines(self, node, depth)
@@ -376,7 +379,8 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
             inner = node.for_get_body() if collapse else node
             check_openmp_loop(self.program, loop_schedule(inner), 2 if collapse else 1, private)
             construct = "for" if self.in_region else "parallel for"
-            lines.append(f"{pad}#pragma omp {construct} {schedule_clause(node, bool(collapse), self.memory_bound)}{collapse}")
+            clause = schedule_clause(node, bool(collapse), self.memory_bound) if self.balanced else "schedule(static)"
+            lines.append(f"{pad}#pragma omp {construct} {clause}{collapse}")
         elif not node.for_is_degenerate():
             whole, pragma, reductions = self._innermost(node, depth, parallel)
             if whole is not None:
@@ -392,7 +396,10 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         lines += [INDENT * body_depth + self._declare_local(n) for n in private]
         outer_plan = self.prefetch_plan  # (a row loop, parallel or not, whose next row its body prefetches)
         self.prefetch_plan = None if node.for_is_degenerate() or (is_parallel and collapse) else plan_prefetch(self, node)
+        host = not self.in_kernel  # (a host loop: the kernels below it launch once per iteration)
+        self.host_loops += host
         body = self._node(node.for_get_body(), body_depth, None if is_parallel else self._through_degenerate(node, parallel))
+        self.host_loops -= host
         self.prefetch_plan = outer_plan
         lanes = [(op, name) for op, name in (reductions if not is_parallel and not node.for_is_degenerate() else []) if op in ("max", "min")]
         lines += lane_updates(body, lanes) if lanes else body

@@ -6,13 +6,17 @@ the slowest thread ends. On the shared machines users run on (a cloud VM whose v
 runs other guests on, a laptop with background work, hybrid cores), one thread routinely runs slower for a
 while, and the other threads then wait at the loop's barrier. Dealing the iterations out as the threads
 ask for them (``schedule(dynamic, chunk)``) lets the faster threads take over the rest. Measured on the
-2-core Emerald Rapids KVM guest, 2 threads, paired with the static schedule: matmul 2048³ 0.97 of its
-time (quartiles 0.94-0.99), the MLP 0.96 (0.91-0.99), softmax 8192 x 4096 0.93-0.94.
+2-core Emerald Rapids KVM guest, 2 threads, paired with the static schedule: matmul 2048³ 0.93-0.97
+of its time, the MLP 0.95, softmax 8192 x 4096 0.93. A triangular loop gains most (its static shares are
+unequal even on a quiet machine): PolyBench covariance and correlation 0.64-0.78 at MEDIUM and LARGE.
 
 Why not always dynamic: a static schedule gives a thread the same iterations in every kernel of the
 program, so data one kernel leaves in a core's private cache is there for the next kernel that reads it
-(a stencil's time steps, PolyBench at MEDIUM sizes); dynamic dealing would move it between cores. So the
-dynamic schedule is used only where that affinity buys nothing:
+(a stencil's time steps, PolyBench at MEDIUM sizes); dynamic dealing would move it between cores, and
+each dynamic loop costs the team a shared work-share record, paid at every launch. So only a kernel
+launched once per call (under no host loop: the printer decides, ``c.py``) may be dealt out dynamically
+(gramschmidt's and doitgen's micro-tiles, launched once per column or row under a host loop, ran 1.16-1.22x
+slower dynamically at MEDIUM), and only where the affinity buys nothing:
 
 * the loop holds a register micro-tile (a contraction): each iteration is a tile whose reuse is inside the
   tile (packed panels, accumulators in registers), long enough that asking for it costs nothing; chunk 1;
@@ -34,14 +38,15 @@ import math
 import islpy as isl
 
 from polyfuse.codegen.ast import block_children
-from polyfuse.schedule.tiling.jam import JAM_MARK
 from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
 
 CHUNKS = 64
 """A memory-bound loop with a known trip count is dealt in this many pieces (rounded up): for 2 threads,
 32 requests each, and a thread that falls behind leaves at most 1/64 of the work to wait for."""
 
-TILE_MARKS = frozenset({MICROTILE_MARK, JAM_MARK})
+TILE_MARKS = frozenset({MICROTILE_MARK})
+"""A loop holding one of these is a contraction's tile loop (not a ``jam`` mark's recurrences run in step:
+adi's sweeps revisit the same rows every time step, where the static schedule's affinity pays)."""
 
 
 def schedule_clause(loop: isl.AstNode, collapsed: bool, memory_bound: bool) -> str:
