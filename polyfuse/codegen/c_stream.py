@@ -102,14 +102,13 @@ def streamed_arrays(program: Program, kernels: Sequence[Kernel], params: Mapping
             if not (acc.array == st.write.array and acc.relation.is_equal(st.write.relation)):
                 read.add(acc.array)
     kernel_of = {name: k for k in kernels for name in k.statements}
-    limit = cache_limits()[1]
     out = set()
     for name, sts in writers.items():
         array = program.arrays[name]
         if (len(sts) != 1 or sts[0].op != "=" or name in read or array.role == "temp" or name in local
                 or itemsize(program, name) not in (1, 2, 4, 8) or sts[0].name not in kernel_of):
             continue
-        if _footprint(program, kernel_of[sts[0].name], params, local) >= limit:
+        if exceeds_cache(program, kernel_of[sts[0].name], params, local):
             out.add(name)
     return frozenset(out)
 
