@@ -104,6 +104,7 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         self.buffered_temps = tuple(n for n, a in arrays.items()
                                     if a.role == "temp" and n not in self.local_scalars and n not in self.row_buffers)
         self.per_thread = sched.contracted | frozenset(self.row_buffers)  # (each parallel loop declares its own)
+        self.kept_local = self.local_scalars | frozenset(self.row_buffers)  # arrays that never reach memory
         self.dialect = FlatCDialect(dict(arrays), self.local_scalars, frozenset(self.row_buffers))
         context = _params_context(self.program, sched.params)
         # Parallel marks carry their schedule depth, so the printer can recognise the marked loop by name.
@@ -122,8 +123,7 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
         self.memory_bound = False  # ... and it touches more than the cache holds
         self._deps: isl.UnionMap | None = None  # every dependence of the program (``_simd_safe``), on first use
         self._lane_deps: isl.UnionMap | None = None  # those through arrays, not local scalars (``c_lanes.py``)
-        self.streamed = streamed_arrays(self.program, sched.kernels, sched.params,
-                                        self.local_scalars | frozenset(self.row_buffers))
+        self.streamed = streamed_arrays(self.program, sched.kernels, sched.params, self.kept_local)
         self.uses_streams = False  # a loop was printed with streaming stores (``c_stream.py``)
         self.stream_unfenced = False  # ... and no fence follows it yet
         self.prefetch_plan: PrefetchPlan | None = None  # the row loop being printed prefetches its next row (c_prefetch.py)
@@ -318,8 +318,7 @@ class _CPrinter(InnermostLoopPrinter, ValuePrinter):
                 return self._single([node], depth)
             self.in_kernel = True
             self.balanced = not self.host_loops and isinstance(ident.user, Kernel)  # (launched once per call)
-            self.memory_bound = self.balanced and exceeds_cache(
-                self.program, ident.user, self.sched.params, self.local_scalars | frozenset(self.row_buffers))
+            self.memory_bound = self.balanced and exceeds_cache(self.program, ident.user, self.sched.params, self.kept_local)
             body = self._node(node.mark_get_node(), depth + 1, None) + self._fence(depth + 1)
             self.in_kernel = self.balanced = self.memory_bound = False
             return [f"{pad}/* {label} */", f"{pad}{{", *body, f"{pad}}}"]

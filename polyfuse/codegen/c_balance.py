@@ -37,7 +37,7 @@ import math
 
 import islpy as isl
 
-from polyfuse.codegen.ast import block_children
+from polyfuse.codegen.c_openmp import holds_mark
 from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
 
 CHUNKS = 64
@@ -62,21 +62,6 @@ def schedule_clause(loop: isl.AstNode, collapsed: bool, memory_bound: bool) -> s
         if trips is not None and trips >= 2 * CHUNKS:
             return f"schedule(dynamic, {math.ceil(trips / CHUNKS)})"
     return "schedule(static)"
-
-
-def holds_mark(node: isl.AstNode, names: frozenset[str]) -> bool:
-    """Whether a mark named in ``names`` lies at or below ``node`` in the AST."""
-    t = node.get_type()
-    if t == isl.ast_node_type.mark:
-        return node.mark_get_id().get_name() in names or holds_mark(node.mark_get_node(), names)
-    if t == isl.ast_node_type.for_:
-        return holds_mark(node.for_get_body(), names)
-    if t == isl.ast_node_type.block:
-        return any(holds_mark(c, names) for c in block_children(node))
-    if t == isl.ast_node_type.if_:
-        return holds_mark(node.if_get_then_node(), names) or (
-            node.if_has_else_node() and holds_mark(node.if_get_else_node(), names))
-    return False
 
 
 def trip_count(loop: isl.AstNode) -> int | None:

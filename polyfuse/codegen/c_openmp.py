@@ -62,16 +62,21 @@ def annotate_parallel_marks(tree: isl.Schedule) -> isl.Schedule:
 
 def holds_parallel_mark(node: isl.AstNode) -> bool:
     """Whether some ``parallel`` mark lies below ``node`` in the AST."""
+    return holds_mark(node, frozenset({PARALLEL_MARK}))
+
+
+def holds_mark(node: isl.AstNode, names: frozenset[str]) -> bool:
+    """Whether a mark named in ``names`` lies at or below ``node`` in the AST."""
     t = node.get_type()
     if t == isl.ast_node_type.mark:
-        return node.mark_get_id().get_name() == PARALLEL_MARK or holds_parallel_mark(node.mark_get_node())
+        return node.mark_get_id().get_name() in names or holds_mark(node.mark_get_node(), names)
     if t == isl.ast_node_type.for_:
-        return holds_parallel_mark(node.for_get_body())
+        return holds_mark(node.for_get_body(), names)
     if t == isl.ast_node_type.block:
-        return any(holds_parallel_mark(c) for c in block_children(node))
+        return any(holds_mark(c, names) for c in block_children(node))
     if t == isl.ast_node_type.if_:
-        return holds_parallel_mark(node.if_get_then_node()) or (
-            node.if_has_else_node() and holds_parallel_mark(node.if_get_else_node()))
+        return holds_mark(node.if_get_then_node(), names) or (
+            node.if_has_else_node() and holds_mark(node.if_get_else_node(), names))
     return False
 
 
