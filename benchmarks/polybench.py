@@ -38,6 +38,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -288,6 +289,13 @@ class Settings:
     min_rounds: Mapping[str, int] = field(default_factory=lambda: {"MINI": 2, "SMALL": 3, "MEDIUM": 3, "LARGE": 1})
     max_rounds: int = 15
     rounds: int | None = None  # exactly this many rounds
+    # A close call gets more rounds: where polyfuse's median speedup over gcc (warm or cold) lies within
+    # ``close_margin`` of 1 either way, rounds are added until there are ``close_rounds``, as long as the
+    # added rounds take at most ``close_budget_s`` (a LARGE kernel's one round of one-second calls, paired
+    # on a shared machine, can read 0.85 or 1.33 for the same code: jacobi-2d LARGE, session 28).
+    close_margin: float = 1.5
+    close_rounds: int = 5
+    close_budget_s: float = 60.0
     cap_s: float = 60.0  # an implementation whose checked call took longer is not called again (see time_case)
 
 
@@ -332,7 +340,8 @@ def time_case(case: Case, threads: int, s: Settings) -> dict[str, Any]:
     cold: dict[str, list[float]] = {n: [] for n in calls}
     warm: dict[str, list[float]] = {n: [] for n in calls}
     n = len(case.impls)
-    for r in range(rounds):
+
+    def one_round(r: int) -> None:
         for k in range(n):
             impl = case.impls[(r + k) % n]
             if impl.name in capped:  # its one checked call (at the most threads) stands for every sample
@@ -353,7 +362,17 @@ def time_case(case: Case, threads: int, s: Settings) -> dict[str, Any]:
             for _ in range(inner[impl.name]):
                 call()
             warm[impl.name].append((time.perf_counter() - t0) / inner[impl.name])
-    rec: dict[str, Any] = {"threads": threads, "rounds": rounds, "inner": inner, "capped_s": capped}
+
+    for r in range(rounds):
+        one_round(r)
+    added = 0
+    if s.rounds is None:
+        extra = max(0, min(s.close_rounds - rounds, int(s.close_budget_s / max(per_round, 1e-9))))
+        while added < extra and _close(warm, cold, capped, s.close_margin):
+            one_round(rounds + added)
+            added += 1
+    rounds += added
+    rec: dict[str, Any] = {"threads": threads, "rounds": rounds, "added_rounds": added, "inner": inner, "capped_s": capped}
     for mode, times in (("warm", warm), ("cold", cold)):
         rec[mode] = {"ms": {m: harness.quantiles([t * 1e3 for t in ts]) for m, ts in times.items()},
                      "raw_ms": {m: [round(t * 1e3, 5) for t in ts] for m, ts in times.items()}}
@@ -361,6 +380,19 @@ def time_case(case: Case, threads: int, s: Settings) -> dict[str, Any]:
             rec[mode]["speedup"] = {m: harness.quantiles([g / t for g, t in zip(times["gcc"], ts)]) for m, ts in times.items()}
     return rec
 
+
+
+def _close(warm: Mapping[str, Sequence[float]], cold: Mapping[str, Sequence[float]], capped: Mapping[str, float],
+           margin: float) -> bool:
+    """Whether polyfuse's median paired speedup over gcc, warm or cold, lies within ``margin`` of 1 either
+    way (False without both, or when either's one call stands for every sample: more rounds add nothing)."""
+    if "gcc" not in warm or "polyfuse" not in warm or capped.keys() & {"gcc", "polyfuse"}:
+        return False
+    for times in (warm, cold):
+        ratio = statistics.median(g / t for g, t in zip(times["gcc"], times["polyfuse"]))
+        if 1 / margin < ratio < margin:
+            return True
+    return False
 
 # ----- the run ---------------------------------------------------------------------------------------------
 def default_out() -> Path:
@@ -517,6 +549,9 @@ def to_markdown(results: dict[str, Any]) -> str:
         f"implementation; *cold*: one call after {results['settings']['idle_s'] * 1e3:.0f} ms idle (calls over "
         f"{SLOW_S:.0f} s: the cold call is also the warm sample; a call over {results['settings']['cap_s']:.0f} s is made "
         f"once, when checked at the most threads, and that time stands for every sample: marked *). "
+        f"Where polyfuse's median speedup lies within {results['settings'].get('close_margin', 1.5):g}x of 1 either way, "
+        f"rounds are added up to {results['settings'].get('close_rounds', 5)} (at most "
+        f"{results['settings'].get('close_budget_s', 60):.0f} s more per kernel and thread count). "
         "Geomean over the kernels each implementation ran "
         "(in brackets: over all kernels, a failed build counted as gcc's time).", "",
         "## Geomean speedup over gcc -O3", "",

@@ -95,3 +95,16 @@ def test_a_call_over_the_cap_is_made_once(tmp_path: Path) -> None:
     (t,) = results["rows"][0]["timings"]
     assert set(t["capped_s"]) == {"gcc", "polyfuse"}
     assert t["warm"]["raw_ms"]["gcc"] == t["cold"]["raw_ms"]["gcc"] == [round(t["capped_s"]["gcc"] * 1e3, 5)] * 2
+
+
+def test_a_close_call_gets_more_rounds(tmp_path: Path) -> None:
+    """Where polyfuse's speedup over gcc is close to 1, rounds are added up to ``close_rounds``; where it is
+    not (a margin of 1 makes nothing close), the planned rounds stand."""
+    planned = dataclasses.replace(FAST, rounds=None, min_rounds={"MINI": 2}, budget_s={"MINI": 0.0}, max_rounds=2)
+    for margin, want in ((1e9, 4), (1.0, 2)):
+        settings = dataclasses.replace(planned, close_margin=margin, close_rounds=4, close_budget_s=1e9)
+        results = polybench.run(sizes=("MINI",), threads=(1,), out=tmp_path / str(want), only=["gemm"],
+                                impls=("gcc", "polyfuse"), settings=settings, explicit_sizes=TINY)
+        (t,) = results["rows"][0]["timings"]
+        assert (t["rounds"], t["added_rounds"]) == (want, want - 2)
+        assert all(len(v) == want for mode in ("warm", "cold") for v in t[mode]["raw_ms"].values())

@@ -438,3 +438,24 @@ def block_children(node: isl.AstNode) -> Iterator[isl.AstNode]:
     children = node.block_get_children()
     for k in range(children.n_ast_node()):
         yield children.get_at(k)
+
+
+def constant_range(loop: isl.AstNode, iterator: str | None = None) -> tuple[int, int, int] | None:
+    """``(first, last, step)`` of the ``for`` node ``loop`` when its start, step and bound are integers (the
+    sizes were given at compile time) and its condition is ``it <= bound`` or ``it < bound``; else None.
+    ``iterator``: also require the condition to test that name. ``last`` is the bound, not the last value
+    taken (equal only when the step divides the distance)."""
+    if loop.get_type() != isl.ast_node_type.for_:
+        return None
+    init, inc, cond = loop.for_get_init(), loop.for_get_inc(), loop.for_get_cond()
+    if (init.get_type() != isl.ast_expr_type.int or inc.get_type() != isl.ast_expr_type.int
+            or cond.get_type() != isl.ast_expr_type.op or cond.get_op_n_arg() != 2):
+        return None
+    op = cond.get_op_type()
+    lhs, bound = cond.get_op_arg(0), cond.get_op_arg(1)
+    if bound.get_type() != isl.ast_expr_type.int or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+        return None
+    if iterator is not None and (lhs.get_type() != isl.ast_expr_type.id or lhs.get_id().get_name() != iterator):
+        return None
+    first, step, last = (int(e.get_val().to_python()) for e in (init, inc, bound))
+    return first, last - (op == isl.ast_expr_op_type.lt), step

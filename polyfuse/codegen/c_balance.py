@@ -37,6 +37,7 @@ import math
 
 import islpy as isl
 
+from polyfuse.codegen.ast import constant_range
 from polyfuse.codegen.c_openmp import holds_mark
 from polyfuse.schedule.tiling.microtile import MICROTILE_MARK
 
@@ -67,17 +68,8 @@ def schedule_clause(loop: isl.AstNode, collapsed: bool, memory_bound: bool) -> s
 def trip_count(loop: isl.AstNode) -> int | None:
     """The iterations of the ``for`` node ``loop`` when its start, step and bound are integers (the sizes
     were given at compile time), else None."""
-    if loop.get_type() != isl.ast_node_type.for_:
+    bounds = constant_range(loop)
+    if bounds is None or bounds[2] <= 0:
         return None
-    init, inc, cond = loop.for_get_init(), loop.for_get_inc(), loop.for_get_cond()
-    if (init.get_type() != isl.ast_expr_type.int or inc.get_type() != isl.ast_expr_type.int
-            or cond.get_type() != isl.ast_expr_type.op or cond.get_op_n_arg() != 2):
-        return None
-    bound = cond.get_op_arg(1)
-    op = cond.get_op_type()
-    if bound.get_type() != isl.ast_expr_type.int or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
-        return None
-    first, step, last = (int(e.get_val().to_python()) for e in (init, inc, bound))
-    if op == isl.ast_expr_op_type.lt:
-        last -= 1
-    return max(0, (last - first) // step + 1) if step > 0 else None
+    first, last, step = bounds
+    return max(0, (last - first) // step + 1)

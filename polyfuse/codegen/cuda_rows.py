@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from polyfuse.codegen.ast import as_operand
+from polyfuse.codegen.ast import as_operand, constant_range
 from polyfuse.codegen.cuda_values import float_function
 from polyfuse.schedule.model import CYCLIC_MARK, SYNC_MARK
 
@@ -118,17 +118,10 @@ def _trips(node: isl.AstNode, it: str, width: int) -> tuple[int, int] | None:
     """(most iterations a thread runs, last ``it``) of a cyclic loop ``for (it = lo; it <= hi; it++)`` with
     constant bounds over a constant ``width`` of threads whose shares differ by one, when that is at most
     :data:`FULL_UNROLL`; else None."""
-    init, cond = node.for_get_init(), node.for_get_cond()
-    if not width or init.get_type() != isl.ast_expr_type.int or cond.get_type() != isl.ast_expr_type.op:
+    bounds = constant_range(node, it)
+    if not width or bounds is None:
         return None
-    op = cond.get_op_type()
-    if op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt) or cond.get_op_n_arg() != 2:
-        return None
-    lhs, rhs = cond.get_op_arg(0), cond.get_op_arg(1)
-    if lhs.get_type() != isl.ast_expr_type.id or lhs.get_id().get_name() != it or rhs.get_type() != isl.ast_expr_type.int:
-        return None
-    lo = int(init.get_val().to_python())
-    hi = int(rhs.get_val().to_python()) - (op == isl.ast_expr_op_type.lt)
+    lo, hi, _ = bounds  # (the caller prints only unit steps here)
     if (hi - lo + 1) % width == 0:
         return None  # every thread runs as many: the plain loop, unrolled by Kernel.unroll, measured faster
     trips = -(-(hi - lo + 1) // width)
