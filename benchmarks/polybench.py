@@ -381,7 +381,6 @@ def time_case(case: Case, threads: int, s: Settings) -> dict[str, Any]:
     return rec
 
 
-
 def _close(warm: Mapping[str, Sequence[float]], cold: Mapping[str, Sequence[float]], capped: Mapping[str, float],
            margin: float) -> bool:
     """Whether polyfuse's median paired speedup over gcc, warm or cold, lies within ``margin`` of 1 either
@@ -393,6 +392,7 @@ def _close(warm: Mapping[str, Sequence[float]], cold: Mapping[str, Sequence[floa
         if 1 / margin < ratio < margin:
             return True
     return False
+
 
 # ----- the run ---------------------------------------------------------------------------------------------
 def default_out() -> Path:
@@ -535,6 +535,16 @@ def _f(v: float | None, digits: int = 2) -> str:
     return "—" if v is None else f"{v:.{digits}f}"
 
 
+def _close_rule(settings: Mapping[str, Any]) -> str:
+    """The sentence on close calls' added rounds, for a run that had them (not with ``--rounds``, nor in a
+    run recorded before the rule existed)."""
+    if "close_margin" not in settings or settings.get("rounds") is not None:
+        return ""
+    return (f"Where polyfuse's median speedup lies within {settings['close_margin']:g}x of 1 either way, rounds are "
+            f"added up to {settings['close_rounds']} (at most {settings['close_budget_s']:.0f} s more per kernel and "
+            "thread count). ")
+
+
 def to_markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     impls = results["impls"]
@@ -549,9 +559,7 @@ def to_markdown(results: dict[str, Any]) -> str:
         f"implementation; *cold*: one call after {results['settings']['idle_s'] * 1e3:.0f} ms idle (calls over "
         f"{SLOW_S:.0f} s: the cold call is also the warm sample; a call over {results['settings']['cap_s']:.0f} s is made "
         f"once, when checked at the most threads, and that time stands for every sample: marked *). "
-        f"Where polyfuse's median speedup lies within {results['settings'].get('close_margin', 1.5):g}x of 1 either way, "
-        f"rounds are added up to {results['settings'].get('close_rounds', 5)} (at most "
-        f"{results['settings'].get('close_budget_s', 60):.0f} s more per kernel and thread count). "
+        + _close_rule(results["settings"]) +
         "Geomean over the kernels each implementation ran "
         "(in brackets: over all kernels, a failed build counted as gcc's time).", "",
         "## Geomean speedup over gcc -O3", "",
