@@ -429,11 +429,15 @@ def test_doitgen_gets_a_row_less_register_tile(sizes):
 
 
 @pytest.mark.parametrize("sizes", [{"NQ": 2, "NR": 3, "NP": 37}, {"NQ": 3, "NR": 1, "NP": 9}, {"NQ": 1, "NR": 2, "NP": 161}])
-def test_row_less_register_tiles_equal_gccs_build(sizes):
-    """doitgen against gcc's build of its source, at sizes leaving every lane remainder (a vector, half of
-    one, single lanes) and a partial ``k`` tile (161 > 128)."""
+@pytest.mark.parametrize("flags", ["", "-DPF_MASKED_TAILS=0"])
+def test_row_less_register_tiles_equal_gccs_build(sizes, flags, monkeypatch):
+    """doitgen against gcc's build of its source, at sizes leaving every lane remainder (a vector, then a
+    masked one on AVX-512; or half of one and single lanes) and a partial ``k`` tile (161 > 128)."""
+    from polyfuse.runtime import cpu
     from tests.c_oracle import check_against_gcc
     from tests.kernels import inputs
+
+    monkeypatch.setenv(cpu.EXTRA_FLAGS_VARIABLE, flags)
 
     k, prog, sched = _doitgen(sizes)
     assert [m.rows for m in _marks(sched)] == [None]
@@ -498,3 +502,76 @@ def test_the_full_width_tile_is_for_rectangular_contractions_with_packed_panels(
     prog = pf.from_c(str(k.path), function=k.function, defines=k.defines, assume=k.assume)
     marks = _marks(pf.schedule(prog, target="c", params={p: 300 for p in prog.params}))
     assert marks and all(m.mr == 8 and m.nr in (2, 3) and m.k_tile == 128 for m in marks)
+
+
+def _masked_and_strips(monkeypatch, build, run):
+    """``run(exe)`` -> outputs, for the program ``build()`` compiled with the masked tails (the default where
+    GCC targets AVX-512) and with ``-DPF_MASKED_TAILS=0`` (half a vector, then one lane at a time)."""
+    from polyfuse.runtime import cpu
+
+    out = []
+    for flags in ("", "-DPF_MASKED_TAILS=0"):
+        monkeypatch.setenv(cpu.EXTRA_FLAGS_VARIABLE, flags)
+        exe = build()
+        assert "#if PF_MASKED_TAILS" in exe.code.text and "PF_LANE_MASK(" in exe.code.text
+        out.append(run(exe))
+    return out
+
+
+@pytest.mark.parametrize("case", ["matmul f32 13x29x61", "matmul f64 7x37x129", "symbolic f32 37x129x7",
+                                  "gathered 13x300x61", "exact gemm 37x45x29", "syrk 37x29", "syr2k 45x131"])
+def test_masked_tails_equal_the_strips_bit_for_bit(monkeypatch, case):
+    """The lanes left after the strips of whole vectors run as one vector masked to them on AVX-512
+    (``RegisterTile._tails``) where other machines run half a vector and single lanes: each lane still sums
+    its terms in the same order with the same (fused) operations, so both builds give the same bits, and
+    numpy's or gcc's results. A masked strip's gathered panel repeats its last lane past the end of the
+    row (``_gather``): syrk's and the gathered ``W[j, k]`` at widths that leave 1-15 lanes."""
+    rng = np.random.default_rng(len(case))
+    kind, shape = case.rsplit(" ", 1)
+    dims = [int(v) for v in shape.split("x")]
+    if kind in ("syrk", "syr2k"):
+        from pathlib import Path
+
+        from tests.c_oracle import check_against_gcc
+
+        n, m = dims
+        source = Path(__file__).parent / "kernels" / f"{kind}.c"
+        prog = pf.from_c(str(source), defines={"N": n, "M": m})
+        args = {"C": rng.uniform(-1, 1, (n, n)), "A": rng.uniform(-1, 1, (n, m)), "B": rng.uniform(-1, 1, (n, m)),
+                "alpha": 1.5, "beta": 1.2}
+        if kind == "syrk":
+            del args["B"]
+        got = _masked_and_strips(monkeypatch, lambda: pf.compile(prog, target="c"),
+                                 lambda exe: exe(**{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}))
+        np.testing.assert_array_equal(got[0], got[1])
+        monkeypatch.delenv("POLYFUSE_CFLAGS", raising=False)
+        check_against_gcc(source, f"kernel_{kind}", args, defines={"N": n, "M": m}, program=prog, rtol=1e-12, atol=1e-12)
+        return
+    m, k, n = dims
+    if kind == "exact gemm":
+        sizes = {"N": m, "M": n, "K": k}
+        a, b = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+        got = _masked_and_strips(monkeypatch, lambda: pf.compile(K.gemm, target="c", params=sizes, reassociate=False),
+                                 lambda exe: exe(A=a, B=b, C=c0.copy(), alpha=1.5, beta=0.5))
+        want = c0.copy()
+        pf.reference(K.gemm)(A=a, B=b, C=want, alpha=1.5, beta=0.5)
+        np.testing.assert_array_equal(got[0], want)  # (no reassociation: the reference's bits)
+        np.testing.assert_array_equal(got[1], want)
+        return
+    dtype = pf.f64 if "f64" in kind else pf.f32
+    a = rng.uniform(-1, 1, (m, k)).astype(dtype.numpy)
+    if kind == "gathered":
+        w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+        got = _masked_and_strips(monkeypatch, lambda: pf.compile(_matmul_nt, target="c", params={"M": m, "K": k, "N": n}, fusion="min"),
+                                 lambda exe: exe(A=a, W=w))
+        want = a.astype(np.float64) @ w.T.astype(np.float64)
+    else:
+        b = rng.uniform(-1, 1, (k, n)).astype(dtype.numpy)
+        params = None if kind.startswith("symbolic") else {"M": m, "K": k, "N": n}
+        got = _masked_and_strips(monkeypatch, lambda: pf.compile(_matmul(dtype), target="c", params=params),
+                                 lambda exe: exe(a=a, b=b, c=np.full((m, n), np.nan, dtype.numpy)))
+        want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(got[0], got[1])
+    tol = 1e-5 * k if dtype == pf.f32 else 1e-12 * k
+    np.testing.assert_allclose(got[0], want, rtol=tol, atol=tol)

@@ -59,9 +59,27 @@ static inline pf_hf64 pf_hset_f64(double x) { pf_hf64 zero = {0}; return x - zer
 #define PF_SFMA_f32(a, b, c) ((a) * (b) + (c))
 #define PF_SFMA_f64(a, b, c) ((a) * (b) + (c))
 #endif
+#if !defined(PF_MASKED_TAILS)  /* -DPF_MASKED_TAILS=0: half-vector and one-lane strips instead */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#define PF_MASKED_TAILS 1
+#else
+#define PF_MASKED_TAILS 0
+#endif
+#endif
+#if PF_MASKED_TAILS
+/* the first n lanes of a vector (AVX-512 masks): loads leave the others zero and never touch their memory */
+#define PF_LANE_MASK(n) ((1u << (n)) - 1u)
+static inline pf_vf32 pf_mload_f32(const float *p, unsigned m) { return __builtin_ia32_loadups512_mask(p, (pf_vf32){0}, (unsigned short)m); }
+static inline void pf_mstore_f32(float *p, pf_vf32 v, unsigned m) { __builtin_ia32_storeups512_mask(p, v, (unsigned short)m); }
+static inline pf_vf64 pf_mload_f64(const double *p, unsigned m) { return __builtin_ia32_loadupd512_mask(p, (pf_vf64){0}, (unsigned char)m); }
+static inline void pf_mstore_f64(double *p, pf_vf64 v, unsigned m) { __builtin_ia32_storeupd512_mask(p, v, (unsigned char)m); }
+#endif
 """
 """Vector types of the machine's widest SIMD registers and of half of them (GCC/Clang vector extensions),
 unaligned loads and stores, broadcasts, and fused multiply-add where the ISA has it: GCC's and Clang's x86
 builtins (``__builtin_ia32_vfmadd*``: FMA, AVX-512 with the current rounding, 4), not ``immintrin.h``,
 whose parsing alone cost about 0.1 s of every compile (a third of a small kernel's). Half vectors cover
-the lanes left after the full-width strips (56 lanes with 16-float vectors: 32 + 16 + 8)."""
+the lanes left after the full-width strips (56 lanes with 16-float vectors: 32 + 16 + 8). With AVX-512
+(GCC), masked loads and stores (``pf_mload``/``pf_mstore``, ``PF_MASKED_TAILS``) cover any lanes left
+after the widest strips in whole vectors instead: one tile shape in place of three
+(``codegen/c_micro.py``)."""
