@@ -112,7 +112,7 @@ class RegisterTile:
         """The lanes ``j..last`` left after the widest strips, each strip printed by ``body(depth, vectors)``.
         First one whole vector at a time; then, with AVX-512 (``PF_MASKED_TAILS``), the fewer lanes left
         as one vector masked to them, and elsewhere half a vector, then one lane at a time. Two tile shapes
-        become one: gcc compiled PolyBench's gemm and syr2k in 0.3 and 1.0 s instead of 0.36 and 1.43.
+        become one: gcc compiled PolyBench's gemm and syr2k in 0.49 and 1.23 s instead of 0.54 and 1.63.
         (Masked strips for the whole vectors too would save more, but a masked load is never folded into
         the multiply-add: symm MEDIUM took 1.07 times as long.)"""
         out = [_pad(d, f"for (; {j} + {self.vl} - 1 <= {last}; {j} += {self.vl}) {{"),
