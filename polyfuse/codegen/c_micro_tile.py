@@ -139,10 +139,10 @@ class RegisterTile:
 
     def rectangle_lines(self, d: int) -> list[str]:
         """Lanes outermost (a ``k x NR`` panel of the lane operand stays in L1 while the row groups pass),
-        then row groups of ``MR``, then the remainders: one full vector of lanes, then half a vector, then
-        one lane at a time (with AVX-512: one masked vector at a time, :meth:`_tails`); the rows left
-        after the groups one at a time (no ``MR / 2``-row tile: the same
-        run time, A/B at PolyBench MEDIUM, and a sixth less C for gcc to optimise: gemm 0.26 -> 0.22 s)."""
+        then row groups of ``MR``, then the remainders: one full vector of lanes at a time, then the fewer
+        lanes left (one masked vector with AVX-512, else half a vector and single lanes: :meth:`_tails`);
+        the rows left after the groups one at a time (no ``MR / 2``-row tile: the same run time, A/B at
+        PolyBench MEDIUM, and a sixth less C for gcc to optimise: gemm 0.26 -> 0.22 s)."""
         i, j = (self.rows.name if self.rows is not None else ""), f"{self.lane.name}_"
         width = f"{self.nr} * {self.vl}"
         out = [_pad(d, f"int64_t {j} = {self.lane.init};"),
