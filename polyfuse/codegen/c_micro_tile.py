@@ -100,13 +100,23 @@ class RegisterTile:
     def _strips(self, d: int, n_rows: int, i: str, j: str, last: str) -> list[str]:
         """Lanes ``j..last`` of ``n_rows`` rows from ``i``: ``NR`` vectors at a time, then the rest
         (:meth:`_tails`)."""
-        width = f"{self.nr} * {self.vl}"
+        def body(d: int, n_vec: int) -> list[str]:
+            return self._tile(d, n_rows, n_vec, i, j)
+
+        return self._strip(d, j, last, f"{self.nr} * {self.vl}", self.nr, body) + self._tails(d, j, last, body)
+
+    def _strip(self, d: int, j: str, last: str, width: str, n_vec: int, body: Callable[[int, int], list[str]],
+               w: str = "v") -> list[str]:
+        """Strips of ``width`` lanes from ``j`` while whole ones fit before ``last``, each printed by
+        ``body(depth, n_vec)`` with vectors of width ``w`` (a strided lane operand gathered first)."""
+        self.w = w
         out = [_pad(d, f"for (; {j} + {width} - 1 <= {last}; {j} += {width}) {{"),
-               *self._gather(d + 1, j, width),
-               *self._tile(d + 1, n_rows, self.nr, i, j),
+               *(self._gather(d + 1, j, width) if n_vec else []),
+               *body(d + 1, n_vec),
                _pad(d, "}")]
         self.gathered = {}
-        return out + self._tails(d, j, last, lambda d, n_vec: self._tile(d, n_rows, n_vec, i, j))
+        self.w = "v"
+        return out
 
     def _tails(self, d: int, j: str, last: str, body: Callable[[int, int], list[str]]) -> list[str]:
         """The lanes ``j..last`` left after the widest strips, each strip printed by ``body(depth, vectors)``.
@@ -115,10 +125,7 @@ class RegisterTile:
         become one: gcc compiled PolyBench's gemm and syr2k in 0.49 and 1.23 s instead of 0.54 and 1.63.
         (Masked strips for the whole vectors too would save more, but a masked load is never folded into
         the multiply-add: symm MEDIUM took 1.07 times as long.)"""
-        out = [_pad(d, f"for (; {j} + {self.vl} - 1 <= {last}; {j} += {self.vl}) {{"),
-               *self._gather(d + 1, j, self.vl), *body(d + 1, 1), _pad(d, "}"),
-               _pad(d, "#if PF_MASKED_TAILS")]
-        self.gathered = {}
+        out = [*self._strip(d, j, last, self.vl, 1, body), _pad(d, "#if PF_MASKED_TAILS")]
         self.w = "m"
         out += [_pad(d, f"if ({j} <= {last}) {{"),
                 _pad(d + 1, f"const unsigned m_ = PF_LANE_MASK(({last}) - {j} + 1);"),
@@ -127,14 +134,8 @@ class RegisterTile:
                 _pad(d, "}"),
                 _pad(d, "#else")]
         self.gathered = {}
-        for w, width, n_vec in (("h", f"PF_HL_{self.t.name}", 1), ("v", "1", 0)):
-            self.w = w
-            out += [_pad(d, f"for (; {j} + {width} - 1 <= {last}; {j} += {width}) {{"),
-                    *(self._gather(d + 1, j, width) if n_vec else []),
-                    *body(d + 1, n_vec),
-                    _pad(d, "}")]
-            self.gathered = {}
         self.w = "v"
+        out += self._strip(d, j, last, f"PF_HL_{self.t.name}", 1, body, "h") + self._strip(d, j, last, "1", 0, body)
         return [*out, _pad(d, "#endif")]
 
     def rectangle_lines(self, d: int) -> list[str]:

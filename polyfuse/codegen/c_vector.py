@@ -80,6 +80,6 @@ unaligned loads and stores, broadcasts, and fused multiply-add where the ISA has
 builtins (``__builtin_ia32_vfmadd*``: FMA, AVX-512 with the current rounding, 4), not ``immintrin.h``,
 whose parsing alone cost about 0.1 s of every compile (a third of a small kernel's). Half vectors cover
 the lanes left after the full-width strips (56 lanes with 16-float vectors: 32 + 16 + 8). With AVX-512
-(GCC), masked loads and stores (``pf_mload``/``pf_mstore``, ``PF_MASKED_TAILS``) cover any lanes left
-after the widest strips in whole vectors instead: one tile shape in place of three
-(``codegen/c_micro.py``)."""
+(GCC), masked loads and stores (``pf_mload``/``pf_mstore``, ``PF_MASKED_TAILS``) cover the fewer lanes
+left after the whole vectors as one vector instead: one tile shape in place of two
+(``codegen/c_micro_tile.py``)."""
