@@ -139,3 +139,42 @@ def test_keepdims_reductions_run_once_per_row():
     pf.compile(prog, target="c", params={"R": 7, "D": 45})(x=xv, w=wv, y=y)
     x64 = xv.astype(np.float64)
     np.testing.assert_allclose(y, x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-6) * wv, rtol=1e-5, atol=1e-6)
+
+
+ROW_RECURRENCE = """
+void row_recurrence(int w, int h, double x[w][h], double y[w][h]) {
+  int i, j;
+  double p1, p2;
+#pragma scop
+  for (i = 0; i < w; i++) {
+    p1 = 0.0;
+    p2 = 0.0;
+    for (j = FIRST; j STOP; j STEP) {
+      y[i][j] = 0.5 * p1 - 0.25 * p2 + x[i][j];
+      p2 = p1;
+      p1 = y[i][j];
+    }
+  }
+#pragma endscop
+}
+"""
+WALKS = {"upwards": {"FIRST": "0", "STOP": "< h", "STEP": "++"}, "downwards": {"FIRST": "h - 1", "STOP": ">= 0", "STEP": "--"}}
+
+
+@pytest.mark.parametrize("walk", WALKS)
+@pytest.mark.parametrize("w, h", [(1, 1), (7, 5), (9, 37)])
+def test_a_recurrence_along_the_row_keeps_its_direction(walk, w, h):
+    """A row pass whose scalars carry a recurrence along the row (deriche's anti-causal pass walks each row
+    from its end): the row-wise kernel walks the inner loop the way the source does, and keeps its shape
+    (one row at a time, untiled) instead of being dropped for an illegal order; results equal gcc's."""
+    from tests.c_oracle import check_against_gcc  # noqa: PLC0415
+
+    source = ROW_RECURRENCE
+    for macro, text in WALKS[walk].items():
+        source = source.replace(macro, text)
+    prog = pf.from_c(source)
+    sched = pf.schedule(prog, target="c")
+    (row_kernel,) = [k for k in sched.kernels if len(k.statements) > 1]
+    assert row_kernel.tile_sizes == ()  # the row-wise shape (rows_first), not the fallback's tiles
+    rng = np.random.default_rng(w * 100 + h)
+    check_against_gcc(source, "row_recurrence", {"x": rng.uniform(-1, 1, (w, h)), "y": np.zeros((w, h))})

@@ -9,7 +9,8 @@ global temporaries. :func:`rows_first` rebuilds the kernel's tree as::
     band (row members, parallel) -> sequence of groups -> band (the inner iterator) -> sequence of statements
 
 in source order, where consecutive statements share one inner loop when every dependence between them
-goes forward along it (``exp(x - max)`` and ``sum += exp`` share one; ``max`` and ``exp(x - max)``
+goes forward along it (the inner loops keep the direction the kernel's schedule walks them in: deriche's
+anti-causal pass runs each row from its end) (``exp(x - max)`` and ``sum += exp`` share one; ``max`` and ``exp(x - max)``
 cannot). Each row's values then live from one statement to the next inside one iteration of the
 parallel loop, so contraction (``privatize.py``) turns the per-row temporaries into scalars, and the C
 printer gives each inner reduction loop ``#pragma omp simd reduction`` when ``reassociate`` allows it.
@@ -48,13 +49,57 @@ def row_members(prog: Program, node: isl.ScheduleNode) -> int:
         return 0  # no reduction within a row: elementwise kernels keep their 2-D tiles
     if not all(_walks_rows(s, n) for s in stmts if s.depth == n + 1):
         return 0  # a strided read along the row (gemm written as dot products): tiles serve it better
+    if walk_direction(prog, node, n) is None:
+        return 0  # the inner loops do not all walk one way along their iterator (skewed, or some reversed)
     return n
+
+
+def walk_direction(prog: Program, node: isl.ScheduleNode, n_rows: int) -> int | None:
+    """How the kernel's schedule at ``node`` walks the inner iterator of every statement that loops within
+    a row: ``1`` upwards, ``-1`` downwards (a C loop ``for (j = n - 1; j >= 0; j--)``), ``None`` when the
+    statements disagree or one is not walked monotonically along it. The row-wise tree keeps that walk:
+    a recurrence along the row (``xp2 = xp1`` read by the next element) holds only in its own direction."""
+    subtree = node.get_subtree_schedule_union_map()
+    found: set[int] = set()
+    for name in _statements(node):
+        stmt = prog.statement(name)
+        if stmt.depth != n_rows + 1:
+            continue
+        dom = isl.UnionSet.from_set(stmt.domain)
+        step = isl.UnionMap.from_map(_next_along(stmt, n_rows)).intersect_domain(dom).intersect_range(dom)
+        if step.is_empty():
+            continue  # at most one element a row: either way
+        sched = subtree.intersect_domain(dom)
+        ahead = sched.lex_lt_union_map(sched)
+        if step.is_subset(ahead):
+            found.add(1)
+        elif step.reverse().is_subset(ahead):
+            found.add(-1)
+        else:
+            return None
+    if len(found) > 1:
+        return None
+    return found.pop() if found else 1
+
+
+def _next_along(stmt, k: int) -> isl.Map:
+    """``{ S[.., x_k, ..] -> S[.., x_k + 1, ..] }``: each instance of ``stmt`` to the next along iterator ``k``."""
+    space = stmt.domain.get_space()
+    step = isl.Map.from_domain_and_range(isl.Set.universe(space), isl.Set.universe(space))
+    mspace = step.get_space()
+    for m in range(stmt.depth):
+        c = _eq(mspace, m)
+        if m == k:  # out_k = in_k + 1
+            c = c.set_constant_val(isl.Val.int_from_si(mspace.get_ctx(), 1))
+        step = step.add_constraint(c)
+    return step
 
 
 def rows_first(prog: Program, node: isl.ScheduleNode, n_rows: int) -> isl.ScheduleNode:
     """The kernel band at ``node`` rebuilt as described in the module docstring; returns the row band."""
     names = sorted(_statements(node), key=lambda s: prog.statements.index(prog.statement(s)))
-    groups = _groups(prog, _hoist_row_statements(prog, names, n_rows), n_rows)
+    direction = walk_direction(prog, node, n_rows) or 1  # (row_members declined the kernels without one)
+    groups = _groups(prog, _hoist_row_statements(prog, names, n_rows), n_rows, direction)
     if n_rows < node.band_n_member():
         node = node.band_split(n_rows)
     if node.n_children() == 1 and node.child(0).get_type() != T.leaf:
@@ -63,7 +108,7 @@ def rows_first(prog: Program, node: isl.ScheduleNode, n_rows: int) -> isl.Schedu
     for k, group in enumerate(groups):
         child = node.child(k).child(0)
         if prog.statement(group[0]).depth == n_rows + 1:
-            child = child.insert_partial_schedule(_inner_member(prog, group, n_rows))
+            child = child.insert_partial_schedule(_inner_member(prog, group, n_rows, direction))
             child = child.band_set_permutable(1)
             if len(group) > 1:
                 child = child.child(0).insert_sequence(statement_filters(prog, [[s] for s in group])).parent()
@@ -90,9 +135,9 @@ def _hoist_row_statements(prog: Program, names: Sequence[str], n_rows: int) -> l
     return order
 
 
-def _groups(prog: Program, names: Sequence[str], n_rows: int) -> list[list[str]]:
-    """Consecutive statements of the same depth, split where fusing the inner loop would run a sink
-    before its source."""
+def _groups(prog: Program, names: Sequence[str], n_rows: int, direction: int) -> list[list[str]]:
+    """Consecutive statements of the same depth, split where fusing the inner loop (walked upwards for
+    ``direction`` 1, downwards for -1) would run a sink before its source."""
     groups: list[list[str]] = []
 
     def kind(name: str) -> tuple[bool, int]:
@@ -100,7 +145,7 @@ def _groups(prog: Program, names: Sequence[str], n_rows: int) -> list[list[str]]
         return _shallow(stmt, n_rows), stmt.depth
 
     for s in names:
-        if groups and kind(groups[-1][0]) == kind(s) and all(_fusable(prog, a, s, n_rows) for a in groups[-1]):
+        if groups and kind(groups[-1][0]) == kind(s) and all(_fusable(prog, a, s, n_rows, direction) for a in groups[-1]):
             groups[-1].append(s)
         else:
             groups.append([s])
@@ -116,7 +161,7 @@ def _shallow(stmt, n_rows: int) -> bool:
     return not val.is_nan()
 
 
-def _fusable(prog: Program, a: str, b: str, n_rows: int) -> bool:
+def _fusable(prog: Program, a: str, b: str, n_rows: int, direction: int) -> bool:
     depth = prog.statement(a).depth
     if depth == n_rows:
         return True  # no inner loop: statements run in source order within the row
@@ -128,7 +173,7 @@ def _fusable(prog: Program, a: str, b: str, n_rows: int) -> bool:
         backward = isl.Map.universe(space)
         for m in range(n_rows):
             backward = backward.add_constraint(_eq(space, m))
-        backward = backward.add_constraint(_later(space, n_rows))  # source's inner iterator > sink's
+        backward = backward.add_constraint(_later(space, n_rows, direction))  # the source visited after the sink
         if not rel.intersect(backward).is_empty():
             return False
     return True
@@ -139,18 +184,19 @@ def _eq(space: isl.Space, m: int) -> isl.Constraint:
     return c.set_coefficient_val(isl.dim_type.in_, m, 1).set_coefficient_val(isl.dim_type.out, m, -1)
 
 
-def _later(space: isl.Space, k: int) -> isl.Constraint:
-    c = isl.Constraint.inequality_alloc(isl.LocalSpace.from_space(space))  # in_k - out_k - 1 >= 0
-    c = c.set_coefficient_val(isl.dim_type.in_, k, 1).set_coefficient_val(isl.dim_type.out, k, -1)
+def _later(space: isl.Space, k: int, direction: int) -> isl.Constraint:
+    c = isl.Constraint.inequality_alloc(isl.LocalSpace.from_space(space))  # direction * (in_k - out_k) - 1 >= 0
+    c = c.set_coefficient_val(isl.dim_type.in_, k, direction).set_coefficient_val(isl.dim_type.out, k, -direction)
     return c.set_constant_val(isl.Val.int_from_si(space.get_ctx(), -1))
 
 
-def _inner_member(prog: Program, group: Sequence[str], n_rows: int) -> isl.MultiUnionPwAff:
+def _inner_member(prog: Program, group: Sequence[str], n_rows: int, direction: int) -> isl.MultiUnionPwAff:
     params = prog.context.get_space().get_var_names(isl.dim_type.param)
+    sign = "" if direction > 0 else "-"
     pieces = []
     for s in group:
         its = prog.statement(s).iterators
-        pieces.append(f"{s}[{', '.join(its)}] -> [({its[n_rows]})]")
+        pieces.append(f"{s}[{', '.join(its)}] -> [({sign}{its[n_rows]})]")
     prefix = f"[{', '.join(params)}] -> " if params else ""  # (isl reads "[] -> ..." differently)
     return isl.MultiUnionPwAff(f"{prefix}[{{ {'; '.join(pieces)} }}]")
 
