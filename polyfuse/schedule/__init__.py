@@ -183,7 +183,7 @@ def schedule(
         try:
             variant = _best(prog, deps, policy, schedule, target, label, tile, params, search, limits, budget, parallel)
             best, notes = variant.schedule, list(variant.log)
-            view = DepView(deps, temporaries(prog), prog.context.get_space(), True)
+            view = DepView(deps, temporaries(prog), prog.context.get_space(), True, _answers(prog, deps))
             if schedule is None and policy == "smart":
                 one_thread = threads == 1 and target == "c" and not parallel
                 best, more = _smart_by_traffic(prog, deps, variant, target, tile, params, search, limits, budget, parallel,
@@ -344,6 +344,17 @@ def _explicit_over_budget(e: BudgetExhausted) -> PolyfuseError:
     return PolyfuseError(f"checking and mapping the explicit schedule: {e}; raise isl_budget= (--isl-budget; None/none: unbounded)")
 
 
+def _answers(prog: Program, deps) -> dict:
+    """The band questions' answers shared by every dependence view of ``prog`` over ``deps`` (see ``DepView``)."""
+    shared = prog._cache.setdefault("dep_view_answers", {})
+    held = shared.get("deps")
+    if held is not deps:  # (other dependences, e.g. after forwarding: other answers)
+        shared.clear()
+        shared["deps"] = deps
+        shared["answers"] = {}
+    return shared["answers"]
+
+
 def _sequential(prog: Program, target: str, label: str, params, tile) -> Schedule:
     """The last resort when isl runs out of budget even on the source order: the program as written, each
     top-level loop nest one sequential kernel, untiled. Legal by construction (it *is* the source order),
@@ -361,7 +372,7 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
     failures: list[IllegalTransformError] = []
     tried: list[tuple[isl.Schedule, frozenset[str]]] = []  # (base tree, view.relaxed): a variant equal to an earlier one is not finished again
     for relax_isl, relax_view in attempts:
-        view = DepView(deps, temporaries(prog), prog.context.get_space(), relax_view)
+        view = DepView(deps, temporaries(prog), prog.context.get_space(), relax_view, _answers(prog, deps))
         try:
             with budget.stage(f"scheduling under fusion={fusion!r}" if schedule is None else "the explicit schedule"):
                 if schedule is not None:

@@ -161,12 +161,14 @@ def _prefix(node: isl.ScheduleNode, n: int) -> isl.MultiUnionPwAff:
 class DepView:
     """The dependences of one program, split the way the band questions need them."""
 
-    def __init__(self, deps: tuple[Dep, ...], temps: frozenset[str], space: isl.Space, privatize: bool) -> None:
+    def __init__(self, deps: tuple[Dep, ...], temps: frozenset[str], space: isl.Space, privatize: bool,
+                 answers: dict | None = None) -> None:
         self.deps = deps
         self.space = space
         self.privatize = privatize
         self.temps = temps if privatize else frozenset()
         self._unions: dict[tuple, isl.UnionMap] = {}  # union() results: asked again for every band member
+        self._answers = answers if answers is not None else {}  # see remembered()
 
     @property
     def relaxed(self) -> frozenset[str]:
@@ -193,14 +195,33 @@ class DepView:
         """The temporaries (of ``among``, default all) whose every flow dependence that touches a statement
         under ``prefix`` stays inside one iteration of it. Flows between other statements do not matter: a
         scalar reset at the start of every row of two passes (deriche's ``ym1``) gets a copy per pass."""
-        out = []
-        inside = prefix.domain()
-        for x in self.temps if among is None else self.temps & among:
-            flow = self.union(("flow",), (x,))
-            touching = flow.intersect_domain(inside).union(flow.intersect_range(inside))
-            if touching.is_subset(touching.eq_at_multi_union_pw_aff(prefix)):
-                out.append(x)
-        return frozenset(out)
+        asked = self.temps if among is None else self.temps & among
+        if not asked:
+            return frozenset()
+
+        def compute() -> frozenset[str]:
+            inside = prefix.domain()
+            out = []
+            for x in asked:
+                flow = self.union(("flow",), (x,))
+                touching = flow.intersect_domain(inside).union(flow.intersect_range(inside))
+                if touching.is_subset(touching.eq_at_multi_union_pw_aff(prefix)):
+                    out.append(x)
+            return frozenset(out)
+
+        return self.remembered(("privatizable", prefix.to_str(), asked), compute)
+
+    def remembered(self, key: tuple, compute: Callable[[], R]) -> R:
+        """``compute()``, the answer to the question ``key`` about this view's dependences, computed once for
+        every view that shares this one's answers (``pf.schedule`` gives the views of one program's
+        dependences one store). The smart, minimal and whole-component trees and the distributed variants
+        hold many of the same bands, and a band's flags and privatisable temporaries follow from its
+        schedule prefix (whose text, domain included, is the key) and the view's temporaries: conv2d 3x3
+        asks 108 privatisation questions, 39 of them distinct, at 4 ms each."""
+        full = (key, self.temps)
+        if full not in self._answers:
+            self._answers[full] = compute()  # (a question past its budget raises: nothing is kept)
+        return self._answers[full]
 
     def constraining(self, prefix_full: isl.MultiUnionPwAff) -> isl.UnionMap:
         """The dependences that still constrain a loop whose full prefix is ``prefix_full``.
@@ -258,26 +279,31 @@ def _coincident_members(node: isl.ScheduleNode, view: DepView) -> list[bool]:
     ``eq_at`` and one subset test instead of rebuilding both from the prefix (the band flags' cost on
     doitgen and durbin, two thirds). Each answer is bounded as :func:`bounded_flag` bounds a question; the
     members not answered here (the list stops short) are asked one by one."""
-    full = _prefix(node, node.band_n_member())
+    n = node.band_n_member()
+    full = _prefix(node, n)
     found: set[str] = set()
     full.domain().foreach_set(lambda st: found.add(st.get_tuple_name()))
     if view.relaxed & frozenset(d.array for d in view.deps if d.source in found and d.sink in found):
         return []
-    out: list[bool] = []
-    state: list[isl.UnionMap] = []
 
-    def step(k: int) -> bool:
-        active = state[0] if state else _active(node, view.constraining(full), _prefix(node, 0))
-        following = active.eq_at_multi_union_pw_aff(_member(node, k))
-        state[:] = [following]
-        return active.is_subset(following)
+    def compute() -> tuple[bool, ...]:
+        out: list[bool] = []
+        state: list[isl.UnionMap] = []
 
-    for k in range(node.band_n_member()):
-        answer = within_budget(lambda: step(k), None, FLAG_BUDGET)
-        if answer is None:  # (past the budget: the rest one by one, conservatively)
-            break
-        out.append(answer)
-    return out
+        def step(k: int) -> bool:
+            active = state[0] if state else _active(node, view.constraining(full), _prefix(node, 0))
+            following = active.eq_at_multi_union_pw_aff(_member(node, k))
+            state[:] = [following]
+            return active.is_subset(following)
+
+        for k in range(n):
+            answer = within_budget(lambda: step(k), None, FLAG_BUDGET)
+            if answer is None:  # (past the budget: the rest one by one, conservatively)
+                break
+            out.append(answer)
+        return tuple(out)
+
+    return list(view.remembered(("coincident members", full.to_str(), n), compute))
 
 
 def _active(node: isl.ScheduleNode, deps: isl.UnionMap, prefix: isl.MultiUnionPwAff) -> isl.UnionMap:
@@ -287,10 +313,13 @@ def _active(node: isl.ScheduleNode, deps: isl.UnionMap, prefix: isl.MultiUnionPw
 
 def coincident(node: isl.ScheduleNode, k: int, view: DepView) -> bool:
     """Whether member ``k`` of a band carries no dependence (distance 0 for all deps not carried outside)."""
-    outer = _prefix(node, k)
-    deps = view.constraining(_prefix(node, k + 1))
-    active = _active(node, deps, outer)
-    return active.is_subset(active.eq_at_multi_union_pw_aff(_member(node, k)))
+    through = _prefix(node, k + 1)
+
+    def compute() -> bool:
+        active = _active(node, view.constraining(through), _prefix(node, k))
+        return active.is_subset(active.eq_at_multi_union_pw_aff(_member(node, k)))
+
+    return view.remembered(("coincident", through.to_str()), compute)
 
 
 def carries(node: isl.ScheduleNode, k: int, deps: isl.UnionMap) -> bool:
@@ -301,10 +330,11 @@ def carries(node: isl.ScheduleNode, k: int, deps: isl.UnionMap) -> bool:
 
 
 def _permutable(node: isl.ScheduleNode, view: DepView) -> bool:
-    outer = _prefix(node, 0)
-    deps = view.constraining(_prefix(node, node.band_n_member()))
-    active = _active(node, deps, outer)
-    for k in range(node.band_n_member()):
-        if not active.is_subset(active.lex_le_at_multi_union_pw_aff(_member(node, k))):
-            return False
-    return True
+    n = node.band_n_member()
+    full = _prefix(node, n)
+
+    def compute() -> bool:
+        active = _active(node, view.constraining(full), _prefix(node, 0))
+        return all(active.is_subset(active.lex_le_at_multi_union_pw_aff(_member(node, k))) for k in range(n))
+
+    return view.remembered(("permutable", full.to_str(), n), compute)
