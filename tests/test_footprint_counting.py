@@ -11,7 +11,7 @@ import pytest
 
 import polyfuse as pf
 
-footprint = importlib.import_module("polyfuse.cost.footprint")
+counting = importlib.import_module("polyfuse.cost.counting")
 
 SETS = [
     # a box: one factor per dimension
@@ -36,19 +36,19 @@ SETS = [
 @pytest.mark.parametrize("text", SETS)
 def test_count_points_equals_isl_scan(text):
     s = isl.Set(text)
-    assert footprint.count_points(s) == int(s.count_val().to_python())
+    assert counting.count_points(s) == int(s.count_val().to_python())
 
 
 def test_large_sets_are_sliced_and_runs_of_slices_bisected(monkeypatch):
     """The skewed footprint and the triangle are too large to scan: without the chambers' exact sums
     (``cost/chambers.py``), their slices are summed by runs."""
     runs = []
-    real = footprint._sum_slices
-    monkeypatch.setattr(footprint, "_sum_slices", lambda *a: runs.append(a[1:3]) or real(*a))
-    monkeypatch.setattr(footprint, "sum_over_chambers", lambda *a: None)
+    real = counting._sum_slices
+    monkeypatch.setattr(counting, "_sum_slices", lambda *a: runs.append(a[1:3]) or real(*a))
+    monkeypatch.setattr(counting, "sum_over_chambers", lambda *a: None)
     for text in (SETS[2], SETS[4]):
         s = isl.Set(text)
-        assert footprint.count_points(s) == int(s.count_val().to_python())
+        assert counting.count_points(s) == int(s.count_val().to_python())
     assert runs
 
 
@@ -82,23 +82,23 @@ def test_determined_dimensions_are_dropped_before_counting():
     """A tile index the element determines (``i1 = floor(o0 / 32)``) is projected out; one that several
     tiles share is kept."""
     s = isl.Set("{ [i0, i1, o0] : 0 <= i0 < 1024 and 32i1 <= o0 <= 31 + 32i1 and i0 < o0 < 1024 }")
-    assert footprint._without_determined_dims(s).dim(isl.dim_type.set) == 2
+    assert counting._without_determined_dims(s).dim(isl.dim_type.set) == 2
     shared = isl.Set("{ [i1, o0] : 0 <= i1 < 32 and 0 <= o0 <= 30 + 32i1 }")
-    assert footprint._without_determined_dims(shared) is None
-    assert footprint.count_points(s) == int(s.count_val().to_python())
+    assert counting._without_determined_dims(shared) is None
+    assert counting.count_points(s) == int(s.count_val().to_python())
 
 
 def test_a_count_periodic_in_the_tile_index_is_not_taken_for_a_constant():
     """Multiples of 3 in 32-element tiles: 11, 11, 10 per tile (period 3). With 20403 tiles the run's
     ends, quartiles and middle all fall on tiles of the same phase; the ends' neighbours do not."""
     s = isl.Set("{ [t, e] : 0 <= t < 20403 and 32t <= e < 32t + 32 and exists (k : e = 3k) }")
-    assert footprint.count_points(s) == int(s.count_val().to_python())
+    assert counting.count_points(s) == int(s.count_val().to_python())
 
 
 def test_factoring_sees_through_integer_divisions():
     """``t`` and ``e`` are linked only through ``floor(e / 32)``: the set factors as {t, e} x {u}."""
     piece = isl.Set("{ [t, u, e] : 0 <= t < 10 and 0 <= u < 5 and 0 <= e < 320 and t = floor(e / 32) }").get_basic_sets()[0]
-    groups = sorted(sorted(g) for g in footprint._independent_dims(piece))
+    groups = sorted(sorted(g) for g in counting._independent_dims(piece))
     assert groups == [[0, 2], [1]]
 
 
@@ -111,6 +111,7 @@ def test_region_counts_are_counted_once_per_region(monkeypatch):
         for i in range(n):
             B[i] = A[i] * 2.0
 
+    footprint = importlib.import_module("polyfuse.cost.footprint")
     calls = []
     real = footprint._region_counts
     monkeypatch.setattr(footprint, "_region_counts", lambda *a: calls.append(1) or real(*a))
@@ -119,3 +120,18 @@ def test_region_counts_are_counted_once_per_region(monkeypatch):
     again = pf.schedule(scale, target="c", params={"N": 4096}).traffic()
     assert again.total_bytes == first.total_bytes == 2 * 4 * 4096
     assert len(calls) == done
+
+
+def test_pieces_that_never_meet_are_counted_apart():
+    """A 5-point stencil's read footprint per tile: one piece per neighbour, each element a different
+    function of the tile. The pieces that cannot meet are counted as groups of their own, and the counts
+    add up to isl's scan of the union."""
+    text = ("{ [t, u, a, b] : 0 <= t < 40 and 0 <= u < 40 and "
+            "((a = t and 0 <= b < 400 and 10u <= b < 10u + 10) or (a = t + 1 and 0 <= b < 400 and 10u <= b < 10u + 10) or "
+            "(a = t - 1 and 0 <= b < 400 and 10u <= b < 10u + 10) or (a = t and 0 <= b < 400 and 10u - 1 <= b < 10u + 9) or "
+            "(a = t + 5 and 0 <= b < 400 and 10u + 1 <= b < 10u + 11)) }")
+    s = isl.Set(text)
+    groups = counting._overlapping_groups(s)
+    assert groups is not None and len(groups) == 4  # (a = t and the shifted b overlap: one group)
+    assert sum(int(g.count_val().to_python()) for g in groups) == int(s.count_val().to_python())
+    assert counting.count_points(s) == int(s.count_val().to_python())

@@ -8,7 +8,8 @@ import pytest
 
 import polyfuse as pf
 from examples import kernels as K
-from polyfuse.cost.footprint import count_points, fixed_params, kernel_regions
+from polyfuse.cost.counting import count_points
+from polyfuse.cost.footprint import fixed_params, kernel_regions
 from polyfuse.cost.machine import cache_sizes
 from polyfuse.cost.traffic import format_traffic, itemsize
 
