@@ -9,12 +9,13 @@ global temporaries. :func:`rows_first` rebuilds the kernel's tree as::
     band (row members, parallel) -> sequence of groups -> band (the inner iterator) -> sequence of statements
 
 in source order, where consecutive statements share one inner loop when every dependence between them
-goes forward along it (the inner loops keep the direction the kernel's schedule walks them in: deriche's
-anti-causal pass runs each row from its end) (``exp(x - max)`` and ``sum += exp`` share one; ``max`` and ``exp(x - max)``
-cannot). Each row's values then live from one statement to the next inside one iteration of the
-parallel loop, so contraction (``privatize.py``) turns the per-row temporaries into scalars, and the C
-printer gives each inner reduction loop ``#pragma omp simd reduction`` when ``reassociate`` allows it.
-``pf.schedule`` re-checks the whole tree for legality and keeps the ordinary tiling when it fails.
+goes forward along it (``exp(x - max)`` and ``sum += exp`` share one; ``max`` and ``exp(x - max)``
+cannot). The inner loops walk the row the way the kernel's schedule already does (:func:`walk_direction`:
+deriche's anti-causal pass runs each row from its end), and "forward" is along that walk. Each row's
+values then live from one statement to the next inside one iteration of the parallel loop, so contraction
+(``privatize.py``) turns the per-row temporaries into scalars, and the C printer gives each inner
+reduction loop ``#pragma omp simd reduction`` when ``reassociate`` allows it. ``pf.schedule`` re-checks
+the whole tree for legality and keeps the ordinary tiling of every kernel when it fails.
 """
 
 from __future__ import annotations
