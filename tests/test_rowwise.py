@@ -10,6 +10,7 @@ import pytest
 
 import polyfuse as pf
 from polyfuse import ops
+from tests.c_oracle import check_against_gcc
 
 R, D, H = pf.params("R D H")
 
@@ -167,8 +168,6 @@ def test_a_recurrence_along_the_row_keeps_its_direction(walk, w, h):
     """A row pass whose scalars carry a recurrence along the row (deriche's anti-causal pass walks each row
     from its end): the row-wise kernel walks the inner loop the way the source does, and keeps its shape
     (one row at a time, untiled) instead of being dropped for an illegal order; results equal gcc's."""
-    from tests.c_oracle import check_against_gcc  # noqa: PLC0415
-
     source = ROW_RECURRENCE
     for macro, text in WALKS[walk].items():
         source = source.replace(macro, text)

@@ -75,14 +75,15 @@ def count_points(s: isl.Set) -> int:
         return 0
     if s.dim(isl.dim_type.set) <= 1:
         return int(s.count_val().to_python())
-    if s.n_basic_set() > 2 and _rows(s, SCAN_ROWS) > SCAN_ROWS:
+    rows = _rows(s, SCAN_ROWS) if s.n_basic_set() > 2 else None  # (a factored set needs no rows)
+    if rows is not None and rows > SCAN_ROWS:
         apart = _overlapping_groups(s)
         if apart is not None:
             return sum(count_points(group) for group in apart)
     product = _count_factored(s)
     if product is not None:
         return product
-    if _rows(s, SCAN_ROWS) <= SCAN_ROWS:
+    if (rows if rows is not None else _rows(s, SCAN_ROWS)) <= SCAN_ROWS:
         return int(s.count_val().to_python())
     fewer = _without_determined_dims(s)
     if fewer is not None:
@@ -144,22 +145,32 @@ def _overlapping_groups(s: isl.Set) -> list[isl.Set] | None:
     pieces = [isl.Set.from_basic_set(b) for b in flat.get_basic_sets()]
     if len(pieces) <= 1:
         return None
-    group = list(range(len(pieces)))
-
-    def root(k: int) -> int:
-        while group[k] != k:
-            k = group[k]
-        return k
-
+    groups = _Groups(len(pieces))
     for a in range(len(pieces)):
         for b in range(a + 1, len(pieces)):
-            if root(a) != root(b) and not pieces[a].intersect(pieces[b]).is_empty():
-                group[root(b)] = root(a)
+            if groups.root(a) != groups.root(b) and not pieces[a].intersect(pieces[b]).is_empty():
+                groups.link([a, b])
     members: dict[int, isl.Set] = {}
     for k, piece in enumerate(pieces):
-        r = root(k)
+        r = groups.root(k)
         members[r] = members[r].union(piece) if r in members else piece
     return list(members.values()) if len(members) > 1 else None
+
+
+class _Groups:
+    """Items ``0 .. n - 1`` in groups that :meth:`link` joins (union-find); :meth:`root` names an item's group."""
+
+    def __init__(self, n: int) -> None:
+        self._up = list(range(n))
+
+    def root(self, k: int) -> int:
+        while self._up[k] != k:
+            k = self._up[k]
+        return k
+
+    def link(self, items: list[int]) -> None:
+        for k in items[1:]:
+            self._up[self.root(k)] = self.root(items[0])
 
 
 def _disjoint_pieces(s: isl.Set) -> list[isl.Set] | None:
@@ -252,17 +263,8 @@ def _independent_dims(piece: isl.BasicSet) -> list[set[int]]:
     """The groups of set dimensions of ``piece`` that no constraint links, directly or through an
     integer division (a division links the dimensions of its definition and of the constraints using it)."""
     n, nd = piece.dim(isl.dim_type.set), piece.dim(isl.dim_type.div)
-    group = list(range(n + nd))  # set dimensions, then divisions
-
-    def root(k: int) -> int:
-        while group[k] != k:
-            k = group[k]
-        return k
-
-    def link(nodes: list[int]) -> None:
-        for k in nodes[1:]:
-            group[root(k)] = root(nodes[0])
-
+    groups = _Groups(n + nd)  # set dimensions, then divisions
+    link = groups.link
     for c in piece.get_constraints():
         link([k for k in range(n) if not c.get_coefficient_val(isl.dim_type.set, k).is_zero()]
              + [n + d for d in range(nd) if not c.get_coefficient_val(isl.dim_type.div, d).is_zero()])
@@ -277,7 +279,7 @@ def _independent_dims(piece: isl.BasicSet) -> list[set[int]]:
              + [n + e for e in range(nd) if not div.get_coefficient_val(isl.dim_type.div, e).is_zero()])
     out: dict[int, set[int]] = {}
     for k in range(n):
-        out.setdefault(root(k), set()).add(k)
+        out.setdefault(groups.root(k), set()).add(k)
     return list(out.values())
 
 

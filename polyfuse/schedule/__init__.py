@@ -346,13 +346,10 @@ def _explicit_over_budget(e: BudgetExhausted) -> PolyfuseError:
 
 def _answers(prog: Program, deps) -> dict:
     """The band questions' answers shared by every dependence view of ``prog`` over ``deps`` (see ``DepView``)."""
-    shared = prog._cache.setdefault("dep_view_answers", {})
-    held = shared.get("deps")
-    if held is not deps:  # (other dependences, e.g. after forwarding: other answers)
-        shared.clear()
-        shared["deps"] = deps
-        shared["answers"] = {}
-    return shared["answers"]
+    held = prog._cache.get("dep_view_answers")
+    if held is None or held[0] is not deps:  # (other dependences: other answers)
+        held = prog._cache["dep_view_answers"] = (deps, {})
+    return held[1]
 
 
 def _sequential(prog: Program, target: str, label: str, params, tile) -> Schedule:

@@ -38,7 +38,7 @@ from polyfuse.schedule.tiling.cuda_microtile import SHARED_LIMIT, cuda_contracti
 from polyfuse.schedule.tiling.interchange import stride_one_innermost
 from polyfuse.schedule.tiling.jam import mark_jam
 from polyfuse.schedule.tiling.microtile import find_contraction, micro_tile, reorder
-from polyfuse.schedule.tiling.rowwise import row_members, rows_first
+from polyfuse.schedule.tiling.rowwise import NOT_ROW_WISE, row_members, rows_first
 from polyfuse.schedule.tiling.sizes import sizes_for, tile_band
 from polyfuse.schedule.tiling.streaming import streams
 from polyfuse.schedule.tiling.tile_shapes import lane_tile
@@ -126,7 +126,8 @@ class Mapper:
             n_par = _leading_parallel(node)
             shapes = self.target == "c" and chosen is None
             micro = self._micro(node, stmts) if shapes else None
-            n_rows = row_members(self.prog, node) if shapes and micro is None and self.microtiles and _auto(self.tile, stmts) else 0
+            row_wise = shapes and micro is None and self.microtiles and _auto(self.tile, stmts)
+            n_rows, walk = row_members(self.prog, node) if row_wise else NOT_ROW_WISE
             cuda_micro = self._cuda_micro(node, stmts) if self.target == "cuda" and chosen is None else None
             if cuda_micro is not None:
                 node, plan = cuda_micro
@@ -135,7 +136,7 @@ class Mapper:
             if micro is not None:
                 node, sizes = micro
             elif n_rows:
-                node, sizes = rows_first(self.prog, node, n_rows), ()
+                node, sizes = rows_first(self.prog, node, n_rows, walk), ()
             elif shapes and self._streams(node, stmts):
                 sizes = ()  # untiled: each thread walks one contiguous block of rows (``streaming.py``)
             else:

@@ -29,30 +29,34 @@ from polyfuse.schedule.bands import T, single_affs, statement_filters
 from polyfuse.schedule.deps import dependences_of
 from polyfuse.schedule.tiling.accesses import access_coefficients, stride_along
 
+NOT_ROW_WISE = (0, 1)
 
-def row_members(prog: Program, node: isl.ScheduleNode) -> int:
-    """How many leading members of the band at ``node`` are row members: parallel, and equal to the
-    statement's iterator of the same position for every statement. 0 when the kernel is not row-wise:
-    fewer than two statements, no reduction within a row, or some statement with more than one
-    iterator beyond the rows."""
+
+def row_members(prog: Program, node: isl.ScheduleNode) -> tuple[int, int]:
+    """How many leading members of the band at ``node`` are row members (parallel, and equal to the
+    statement's iterator of the same position for every statement), and which way the kernel walks the
+    row (:func:`walk_direction`). :data:`NOT_ROW_WISE` (no row members) when the kernel is not row-wise:
+    fewer than two statements, no reduction within a row, some statement with more than one iterator
+    beyond the rows, or inner loops that do not all walk one way."""
     if node.get_type() != T.band:
-        return 0
+        return NOT_ROW_WISE
     names = _statements(node)
     stmts = [prog.statement(s) for s in names]
     if len(stmts) < 2:
-        return 0
+        return NOT_ROW_WISE
     n = 0
     while n < node.band_n_member() and node.band_member_get_coincident(n) and _identity_member(node, n, names):
         n += 1
     if n == 0 or any(s.depth > n + 1 or s.depth < n for s in stmts):
-        return 0
+        return NOT_ROW_WISE
     if not any(s.depth == n + 1 and _invariant_along(s, n) for s in stmts):
-        return 0  # no reduction within a row: elementwise kernels keep their 2-D tiles
+        return NOT_ROW_WISE  # no reduction within a row: elementwise kernels keep their 2-D tiles
     if not all(_walks_rows(s, n) for s in stmts if s.depth == n + 1):
-        return 0  # a strided read along the row (gemm written as dot products): tiles serve it better
-    if walk_direction(prog, node, n) is None:
-        return 0  # the inner loops do not all walk one way along their iterator (skewed, or some reversed)
-    return n
+        return NOT_ROW_WISE  # a strided read along the row (gemm written as dot products): tiles serve it better
+    direction = walk_direction(prog, node, n)
+    if direction is None:
+        return NOT_ROW_WISE  # the inner loops do not all walk one way along their iterator (skewed, or some reversed)
+    return n, direction
 
 
 def walk_direction(prog: Program, node: isl.ScheduleNode, n_rows: int) -> int | None:
@@ -96,10 +100,10 @@ def _next_along(stmt, k: int) -> isl.Map:
     return step
 
 
-def rows_first(prog: Program, node: isl.ScheduleNode, n_rows: int) -> isl.ScheduleNode:
-    """The kernel band at ``node`` rebuilt as described in the module docstring; returns the row band."""
+def rows_first(prog: Program, node: isl.ScheduleNode, n_rows: int, direction: int) -> isl.ScheduleNode:
+    """The kernel band at ``node`` rebuilt as described in the module docstring, its inner loops walked
+    upwards (``direction`` 1) or downwards (-1), as :func:`row_members` found; returns the row band."""
     names = sorted(_statements(node), key=lambda s: prog.statements.index(prog.statement(s)))
-    direction = walk_direction(prog, node, n_rows) or 1  # (row_members declined the kernels without one)
     groups = _groups(prog, _hoist_row_statements(prog, names, n_rows), n_rows, direction)
     if n_rows < node.band_n_member():
         node = node.band_split(n_rows)
