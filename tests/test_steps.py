@@ -106,44 +106,32 @@ def test_without_sizes_nothing_changes(fixed_caches) -> None:
     assert codegen(pf.schedule(prog, target="c", threads=1)).text == codegen(pf.schedule(prog, target="c")).text
 
 
-ONE_THREAD_MINIMAL = "fusion='smart', threads=1: minimal fusion's schedule"
-
-
 @pytest.mark.parametrize("n", [1, 7, 37, 129])
 def test_nussinov_on_one_thread_equals_gccs_build(n: int) -> None:
-    """On one thread nussinov takes minimal fusion's tiled source order instead of the wavefront (from
-    ``n = 37`` on); both, and the sizes where nothing changes, compute what gcc's build computes."""
+    """nussinov's tiled wavefront on one thread and on two computes what gcc's build computes."""
     k = dataclasses.replace(BY_NAME["nussinov"], sizes=MappingProxyType({"N": n}))
     args = dict(inputs(k))
     want = GccKernel(k.path, k.function, k.defines)(**args)
     prog = _program("nussinov")
     for threads in (1, 2):
         exe = pf.compile(prog, target="c", params={"n": n}, threads=threads)
-        assert any(x.startswith(ONE_THREAD_MINIMAL) for x in exe.schedule.notes) == (threads == 1 and n >= 37)
         got = {"seq": np.array(args["seq"], copy=True), "table": np.array(args["table"], copy=True)}
         exe(n=n, **got)
         assert_same(got, want, f"nussinov n={n}, {threads} thread(s): compiled C vs gcc", 0, 0)
 
 
-def test_on_one_thread_a_wavefront_gives_way_to_the_source_order() -> None:
-    """isl skews nussinov into anti-diagonals to expose a parallel loop; on one thread that loop is worth
-    nothing and the diagonal walk moves 25x the bytes of the rows (at PolyBench's MEDIUM and, counted at
-    a quarter of the size, LARGE sizes), so ``"smart"`` takes minimal fusion's schedule, the same kernel
-    in the source's row order, and says so. With two threads, or without sizes, the wavefront stays."""
-    prog = _program("nussinov")
-    for n in (500, 2500):
-        one = pf.schedule(prog, target="c", params={"n": n}, threads=1)
-        note = [x for x in one.notes if x.startswith(ONE_THREAD_MINIMAL)]
-        assert note and ("at n=" in note[0]) == (n == 2500), note
-        assert codegen(one).text.replace("fusion=smart", "") == codegen(  # (on one thread: no tiles on diagonals either)
-            pf.schedule(prog, target="c", fusion="min", params={"n": n}, threads=1)).text.replace("fusion=min", "")
-        assert "omp" not in codegen(one).text.split("void kernel_nussinov_kernel")[1]
-        assert one.to_text() == pf.schedule(prog, target="c", fusion="min", params={"n": n}).to_text()  # (its base tree)
-    two = pf.schedule(prog, target="c", params={"n": 500}, threads=2)
-    assert "#pragma omp for" in codegen(two).text and not any(x.startswith(ONE_THREAD_MINIMAL) for x in two.notes)
-    symbolic = pf.schedule(prog, target="c", threads=1)
-    assert codegen(symbolic).text == codegen(pf.schedule(prog, target="c")).text
-    gemm = _program("gemm")  # the same kernels and no wavefront: nothing to replace
-    params = {"ni": 200, "nj": 220, "nk": 240}
-    assert codegen(pf.schedule(gemm, target="c", params=params, threads=1)).text == codegen(
-        pf.schedule(gemm, target="c", params=params)).text
+@pytest.mark.parametrize(("name", "params"), [("nussinov", {"n": 500}), ("nussinov", {"n": 2500}),
+                                              ("seidel-2d", {"tsteps": 100, "n": 400})])
+def test_on_one_thread_a_tiled_wavefront_stays(name: str, params: dict[str, int]) -> None:
+    """isl skews nussinov and seidel-2d into wavefronts to expose a parallel loop. The traffic model rates
+    the tiled wavefront at 20-30x the bytes of minimal fusion's tiled source order, yet on one thread it ran
+    faster (session 31, interleaved, PolyBench sizes: nussinov 0.93x the time at MEDIUM and 0.71x at LARGE,
+    seidel-2d 0.30x and 0.44x): its tiles keep the rows that the diagonals share in cache, which the model
+    does not see. So ``threads=1`` schedules these as two threads do, with no note about minimal fusion."""
+    prog = _program(name)
+    one = pf.schedule(prog, target="c", params=params, threads=1)
+    two = pf.schedule(prog, target="c", params=params, threads=2)
+    assert one.to_text() == two.to_text()
+    assert codegen(one).text == codegen(two).text
+    assert not any("minimal fusion's schedule" in x for x in one.notes)
+    assert "#pragma omp for" in codegen(one).text  # (the wavefront's parallel loop; a team of one runs it)

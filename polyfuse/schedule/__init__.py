@@ -63,8 +63,8 @@ from polyfuse.schedule.fusion.scheduler import (
     base_tree,
     user_tree,
 )
-from polyfuse.schedule.fusion.smart import Variant, apart_of, counted_microtiles, same_kernels, smart_by_traffic, unrated
-from polyfuse.schedule.fusion.steps import one_thread_steps, same_kernels_one_thread, source_order_one_thread
+from polyfuse.schedule.fusion.smart import Variant, apart_of, counted_microtiles, smart_by_traffic, unrated
+from polyfuse.schedule.fusion.steps import one_thread_steps, source_order_one_thread
 from polyfuse.schedule.mapping.block_reductions import block_reductions
 from polyfuse.schedule.mapping.choices import parallel_choices
 from polyfuse.schedule.mapping.kernels import Mapper, split
@@ -186,8 +186,7 @@ def schedule(
             view = DepView(deps, temporaries(prog), prog.context.get_space(), True, _answers(prog, deps))
             if schedule is None and policy == "smart":
                 one_thread = threads == 1 and target == "c" and not parallel
-                best, more = _smart_by_traffic(prog, deps, variant, target, tile, params, search, limits, budget, parallel,
-                                               one_thread=one_thread)
+                best, more = _smart_by_traffic(prog, deps, variant, target, tile, params, search, limits, budget, parallel)
                 notes += more
                 if one_thread and params is not None:
                     best, more = one_thread_steps(prog, best, view, functools.partial(
@@ -393,9 +392,8 @@ def _best(prog, deps, fusion, schedule, target, label, tile, params, search, lim
 
 
 def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, limits, budget: IslBudget,
-                      parallel=None, one_thread: bool = False) -> tuple[Schedule, list[str]]:
-    """``fusion="smart"``, decided by bytes, kernel by kernel (``smart.py``), against minimal fusion.
-    ``one_thread``: the C code runs on one thread (``threads=1``), so a parallel loop is worth nothing."""
+                      parallel=None) -> tuple[Schedule, list[str]]:
+    """``fusion="smart"``, decided by bytes, kernel by kernel (``smart.py``), against minimal fusion."""
     try:
         unfused = _best(prog, deps, "min", None, target, "smart", tile, params, search, limits, budget, parallel)
     except IllegalTransformError:
@@ -406,8 +404,6 @@ def _smart_by_traffic(prog, deps, fused: Variant, target, tile, params, search, 
     def finish(base: isl.Schedule, view: DepView) -> Schedule:
         return _finish(prog, base, view, target, "smart", tile, params, search, limits, parallel)[0]
 
-    if one_thread and same_kernels(fused.schedule, unfused.schedule):
-        return same_kernels_one_thread(prog, fused.schedule, unfused.schedule, budget, params)
     chosen, notes = smart_by_traffic(prog, fused, unfused, finish, budget, params)
     if target == "c":  # a contraction is compute-bound: losing its register micro-tile costs more than bytes
         lost = counted_microtiles(unfused.schedule) - counted_microtiles(chosen)

@@ -1,6 +1,5 @@
-"""One thread: the loop nests of a time step fused row by row, where the traffic model says it pays; the
-source order instead of a wavefront that only exposed a parallel loop (:func:`same_kernels_one_thread`); and
-the source order where its host loops keep their data in the cache (:func:`source_order_one_thread`).
+"""One thread: the loop nests of a time step fused row by row, where the traffic model says it pays; and the
+source order where its host loops keep their data in the cache (:func:`source_order_one_thread`).
 
 ``fusion="smart"`` keeps the outer loops parallel, so the nests of a stencil's time step stay apart when
 fusing them would make the outer loop carry a dependence: fdtd-2d's ``hz`` update at row ``i`` reads
@@ -254,49 +253,6 @@ def _inner_map(domain: isl.Set, row: tuple[int | None, int]) -> isl.UnionMap | N
     for k in reversed([k for k in range(n) if k not in keep]):
         m = m.project_out(isl.dim_type.out, k, 1)
     return isl.UnionMap.from_map(m.reset_tuple_id(isl.dim_type.out).intersect_domain(domain))
-
-
-ONE_THREAD_SAVING = 0.5
-"""On one thread, minimal fusion's schedule replaces a fused one with the same kernels only below this
-fraction of its modelled bytes: the two then differ in loop order alone, and only a large gap (a
-wavefront's diagonal walk against the source's rows) is more than the model's own error."""
-
-
-def same_kernels_one_thread(prog: Program, f: Schedule, u: Schedule, budget: IslBudget,
-                             params: Mapping[str, int] | None) -> tuple[Schedule, list[str]]:
-    """Of two schedules that group the statements into the same kernels, the fused one unless the code runs
-    on one thread and minimal fusion's moves far fewer bytes (:data:`ONE_THREAD_SAVING`) and keeps every
-    register micro-tile. isl's parallelism-keeping scheduler may skew a nest into a wavefront to expose a
-    parallel loop (nussinov: anti-diagonals, each a parallel loop); on one thread that parallelism is worth
-    nothing, and the diagonal walk loses the reuse of rows that the source order (kept, tiled, by minimal
-    fusion) has: nussinov at PolyBench's MEDIUM size, 1 thread, 12.4 ms against 8.8 ms.
-
-    Counting a wavefront's footprints can take longer than its budget at large sizes (nussinov at
-    ``n = 2500``: 12 s); the sizes are then halved until it fits, up to three times, and the ratio there
-    stands for the one at the given sizes (nussinov: 20x at 312, 26x at 625, 29x at 1250). No answer
-    keeps the fused schedule: it is what ``"smart"`` chose before this comparison, so no warning."""
-    if params is None or any(p not in params for p in prog.params):
-        return f, []
-    sizes = dict(params)
-    for _ in range(4):
-        try:
-            with budget.stage("the traffic of minimal fusion (one thread)"):
-                tu = program_traffic(prog, u.tree, u.kernels, u.contracted, sizes).total_bytes
-            with budget.stage("the traffic of the parallel schedule (one thread)"):
-                tf = program_traffic(prog, f.tree, f.kernels, f.contracted, sizes).total_bytes
-            break
-        except BudgetExhausted:
-            sizes = {p: max(1, v // 2) for p, v in sizes.items()}
-        except PolyfuseError as e:
-            return f, [f"fusion='smart', threads=1: the parallel schedule kept (traffic not compared: {e})"]
-    else:
-        return f, ["fusion='smart', threads=1: the parallel schedule kept (counting its traffic ran out of its budget)"]
-    at = "" if sizes == dict(params) else " at " + ", ".join(f"{p}={v}" for p, v in sizes.items())
-    if tu < ONE_THREAD_SAVING * tf and counted_microtiles(u) >= counted_microtiles(f):
-        return _under_policy(u, "smart"), [
-            f"fusion='smart', threads=1: minimal fusion's schedule ({tu} B{at}) replaces the parallel one ({tf} B) with the "
-            "same kernels: its parallel loops are worth nothing on one thread, and their order moves more bytes"]
-    return f, []
 
 
 SOURCE_SAVING = 0.75
