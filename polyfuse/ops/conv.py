@@ -77,7 +77,14 @@ def conv2d(x: Tensor, w: Tensor, bias: Tensor | None = None, stride: Any = 1, pa
             # takes minutes on the strided copy.)
             src, oy, ox = lw.temp((n, c, h + 2 * ph, wd + 2 * pw), x.dtype, "padded"), 0, 0
             with lw.nest((n, c, h + 2 * ph, wd + 2 * pw)) as its:
-                lw.assign(src, its, "=", lambda ld: const(0, x.dtype), f"{src} = 0")
+                # zeros on the border only: the copy below writes the inside (one pass over the copy's bytes,
+                # not two)
+                scope = lw.b.scope()
+                hh, ww = scope.var(its[2]), scope.var(its[3])
+                border = (hh.lt_set(scope.const(ph)) | hh.ge_set(lw.size(h) + ph)
+                          | ww.lt_set(scope.const(pw)) | ww.ge_set(lw.size(wd) + pw))
+                with lw.b.condition(border):
+                    lw.assign(src, its, "=", lambda ld: const(0, x.dtype), f"{src} = 0 (border)")
             with lw.nest((n, c, h, wd)) as its:
                 i_n, i_c, i_h, i_w = its
                 scope = lw.b.scope()
