@@ -16,6 +16,7 @@ import pytest
 
 import examples.kernels as K
 import polyfuse as pf
+from polyfuse import ops
 from polyfuse.codegen.ast import PYTHON, C, build_ast, expr_to_text, statement_call
 from polyfuse.ir.program import Access
 from polyfuse.runtime import reference as reference_module
@@ -444,3 +445,35 @@ def test_read_only_output_is_rejected():
     kwargs["C"].flags.writeable = False
     with pytest.raises(pf.ShapeError, match=r"argument 'C': the program writes it"):
         pf.reference(K.gemm)(**kwargs)
+
+
+def test_float32_transcendentals_are_rounded_from_double() -> None:
+    """A float32 exp/log/sqrt/tanh in the reference is the float64 result rounded to float32: numpy's own
+    float32 exp is off by up to 2 ulp, which a row normalisation magnifies past the tolerances the compiled
+    code is held to."""
+    g = pf.Graph("transcendentals")
+    x = g.input("x", (4096,))
+    prog = g.build(e=ops.exp(x), l=ops.log(ops.abs(x) + 1.0), s=ops.sqrt(ops.abs(x)), t=ops.tanh(x))
+    xv = np.random.default_rng(0).uniform(-3, 3, 4096).astype(np.float32)
+    got = {n: np.zeros(4096, np.float32) for n in ("e", "l", "s", "t")}
+    pf.reference(prog)(x=xv, **got)
+    x64 = xv.astype(np.float64)
+    shifted = (np.abs(xv) + np.float32(1.0)).astype(np.float64)  # (the sum itself is float32 arithmetic)
+    want = {"e": np.exp(x64), "l": np.log(shifted), "s": np.sqrt(np.abs(x64)), "t": np.tanh(x64)}
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value.astype(np.float32), err_msg=name)
+
+
+def test_a_nearly_constant_row_normalised_matches_the_compiled_code() -> None:
+    """The fuzzer's case (session 31): layernorm of exp(x / 10) over rows of three, where the rows' spread is
+    a few hundredths, so an ulp of exp moves the output by tens of ulps. The compiled C (exact source order)
+    and the reference agree within the fuzzer's float32 tolerance."""
+    g = pf.Graph("rows")
+    x = g.input("x", (3, 3))
+    prog = g.build(y=ops.layernorm(ops.exp(x * 0.1)))
+    xv = np.random.default_rng(0).uniform(-1, 1, (3, 3)).astype(np.float32)
+    want = np.zeros((3, 3), np.float32)
+    pf.reference(prog)(x=xv, y=want)
+    got = np.zeros((3, 3), np.float32)
+    pf.compile(prog, target="c", reassociate=False, params={})(x=xv, y=got)
+    np.testing.assert_allclose(got, want, rtol=5e-6, atol=5e-6)
