@@ -28,8 +28,8 @@ def test_cpu_identity_reads_the_first_processor(monkeypatch, tmp_path) -> None:
                        "processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n")
     real_path = machine.Path
     monkeypatch.setattr(machine, "Path", lambda p: cpuinfo if p == "/proc/cpuinfo" else real_path(p))
-    machine._cpu_identity.cache_clear()
+    machine._cpuinfo.cache_clear()
     try:
         assert machine._cpu_identity() == ("AuthenticAMD", 26, 2)
     finally:
-        machine._cpu_identity.cache_clear()
+        machine._cpuinfo.cache_clear()

@@ -58,16 +58,24 @@ def streaming_stores() -> bool:
 
 
 @functools.cache
-def _cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags from ``/proc/cpuinfo`` (empty where there is none)."""
+def _cpuinfo() -> dict[str, str]:
+    """The fields of ``/proc/cpuinfo``'s first processor, by name (empty where there is none)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return frozenset()
+        return {}
+    fields: dict[str, str] = {}
     for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.split(":", 1)[-1].split())
-    return frozenset()
+        if not line.strip():
+            break  # (the first processor's block ends)
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags."""
+    return frozenset(_cpuinfo().get("flags", "").split())
 
 
 def vector_registers() -> int:
@@ -90,20 +98,9 @@ def full_width_vector_units() -> bool:
     return vendor == "GenuineIntel" or (vendor == "AuthenticAMD" and family == 26 and model < 0x20)
 
 
-@functools.cache
 def _cpu_identity() -> tuple[str, int, int]:
-    """``vendor_id``, ``cpu family`` and ``model`` of ``/proc/cpuinfo``'s first processor (empty and -1 where
-    there is none)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "", -1, -1
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            break  # (the first processor's block ends)
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
+    """``vendor_id``, ``cpu family`` and ``model`` (empty and -1 where unknown)."""
+    fields = _cpuinfo()
 
     def number(key: str) -> int:
         try:

@@ -12,8 +12,9 @@ nodes. ``max``/``min`` on floats ignore a NaN operand like C's ``fmax``/``fmin``
 floor (the DSL's Python semantics) while ``tdiv`` and ``trem`` truncate toward zero (C's ``/`` and ``%``).
 A float32 ``exp``, ``log``, ``sqrt`` or ``tanh`` is computed in float64 and rounded to float32, within
 half an ulp: numpy's float32 ``exp`` is off by up to 2 ulp, more than the generated C's (0.58), and a
-layer norm of a nearly constant row magnifies that past any fixed tolerance (a fuzzed 3 x 3 row). Floating-point exceptions give inf or nan as in C, without numpy warnings. Input arrays are passed
-to the generated code as read-only views, so the interpreter cannot modify them.
+layer norm of a nearly constant row magnifies that past any fixed tolerance (a fuzzed 3 x 3 row).
+Floating-point exceptions give inf or nan as in C, without numpy warnings. Input arrays are passed to the
+generated code as read-only views, so the interpreter cannot modify them.
 """
 
 from __future__ import annotations
